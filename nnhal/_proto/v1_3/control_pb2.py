@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from nnhal._proto.v1_3 import types_pb2 as nnhal_dot_v1__3_dot_types__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18nnhal/v1_3/control.proto\x12\nnnhal.v1_3\x1a\x16nnhal/v1_3/types.proto\"\x14\n\x12ListDevicesRequest\"\x83\x01\n\nDeviceInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x15\n\rversionString\x18\x02 \x01(\t\x12$\n\x04type\x18\x03 \x01(\x0e\x32\x16.nnhal.v1_3.DeviceType\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\x15\n\rprofileSource\x18\x05 \x01(\t\";\n\x10ListDevicesReply\x12\'\n\x07\x64\x65vices\x18\x01 \x03(\x0b\x32\x16.nnhal.v1_3.DeviceInfo\"0\n\x10SetFaultsRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\t\x12\x0c\n\x04toml\x18\x02 \x01(\t\"4\n\x11SetOfflineRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\t\x12\x0f\n\x07offline\x18\x02 \x01(\x08\"0\n\x0fGetTraceRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\t\x12\r\n\x05\x63lear\x18\x02 \x01(\x08\"V\n\x0c\x43ontrolReply\x12\'\n\x06status\x18\x01 \x01(\x0e\x32\x17.nnhal.v1_3.ErrorStatus\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x0c\n\x04json\x18\x03 \x01(\t2\xab\x02\n\rINnhalControl\x12K\n\x0blistDevices\x12\x1e.nnhal.v1_3.ListDevicesRequest\x1a\x1c.nnhal.v1_3.ListDevicesReply\x12\x43\n\tsetFaults\x12\x1c.nnhal.v1_3.SetFaultsRequest\x1a\x18.nnhal.v1_3.ControlReply\x12\x45\n\nsetOffline\x12\x1d.nnhal.v1_3.SetOfflineRequest\x1a\x18.nnhal.v1_3.ControlReply\x12\x41\n\x08getTrace\x12\x1b.nnhal.v1_3.GetTraceRequest\x1a\x18.nnhal.v1_3.ControlReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18nnhal/v1_3/control.proto\x12\nnnhal.v1_3\x1a\x16nnhal/v1_3/types.proto\"\x14\n\x12ListDevicesRequest\"\x83\x01\n\nDeviceInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x15\n\rversionString\x18\x02 \x01(\t\x12$\n\x04type\x18\x03 \x01(\x0e\x32\x16.nnhal.v1_3.DeviceType\x12\x13\n\x0b\x64\x65scription\x18\x04 \x01(\t\x12\x15\n\rprofileSource\x18\x05 \x01(\t\";\n\x10ListDevicesReply\x12\'\n\x07\x64\x65vices\x18\x01 \x03(\x0b\x32\x16.nnhal.v1_3.DeviceInfo\"0\n\x10SetFaultsRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\t\x12\x0c\n\x04toml\x18\x02 \x01(\t\"4\n\x11SetOfflineRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\t\x12\x0f\n\x07offline\x18\x02 \x01(\x08\"0\n\x0fGetTraceRequest\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\t\x12\r\n\x05\x63lear\x18\x02 \x01(\x08\"V\n\x0c\x43ontrolReply\x12\'\n\x06status\x18\x01 \x01(\x0e\x32\x17.nnhal.v1_3.ErrorStatus\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x0c\n\x04json\x18\x03 \x01(\t\"8\n\x10KeepAliveRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\x12\x13\n\x0bleaseMillis\x18\x02 \x01(\r\"_\n\x0eKeepAliveReply\x12\'\n\x06status\x18\x01 \x01(\x0e\x32\x17.nnhal.v1_3.ErrorStatus\x12\x0f\n\x07message\x18\x02 \x01(\t\x12\x13\n\x0bleaseMillis\x18\x03 \x01(\r\"$\n\x11\x45ndSessionRequest\x12\x0f\n\x07session\x18\x01 \x01(\t\"\x16\n\x14ResourceUsageRequest2\x89\x04\n\rINnhalControl\x12K\n\x0blistDevices\x12\x1e.nnhal.v1_3.ListDevicesRequest\x1a\x1c.nnhal.v1_3.ListDevicesReply\x12\x43\n\tsetFaults\x12\x1c.nnhal.v1_3.SetFaultsRequest\x1a\x18.nnhal.v1_3.ControlReply\x12\x45\n\nsetOffline\x12\x1d.nnhal.v1_3.SetOfflineRequest\x1a\x18.nnhal.v1_3.ControlReply\x12\x41\n\x08getTrace\x12\x1b.nnhal.v1_3.GetTraceRequest\x1a\x18.nnhal.v1_3.ControlReply\x12\x45\n\tkeepAlive\x12\x1c.nnhal.v1_3.KeepAliveRequest\x1a\x1a.nnhal.v1_3.KeepAliveReply\x12\x45\n\nendSession\x12\x1d.nnhal.v1_3.EndSessionRequest\x1a\x18.nnhal.v1_3.ControlReply\x12N\n\x10getResourceUsage\x12 .nnhal.v1_3.ResourceUsageRequest\x1a\x18.nnhal.v1_3.ControlReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -46,6 +46,14 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GETTRACEREQUEST']._serialized_end=433
   _globals['_CONTROLREPLY']._serialized_start=435
   _globals['_CONTROLREPLY']._serialized_end=521
-  _globals['_INNHALCONTROL']._serialized_start=524
-  _globals['_INNHALCONTROL']._serialized_end=823
+  _globals['_KEEPALIVEREQUEST']._serialized_start=523
+  _globals['_KEEPALIVEREQUEST']._serialized_end=579
+  _globals['_KEEPALIVEREPLY']._serialized_start=581
+  _globals['_KEEPALIVEREPLY']._serialized_end=676
+  _globals['_ENDSESSIONREQUEST']._serialized_start=678
+  _globals['_ENDSESSIONREQUEST']._serialized_end=714
+  _globals['_RESOURCEUSAGEREQUEST']._serialized_start=716
+  _globals['_RESOURCEUSAGEREQUEST']._serialized_end=738
+  _globals['_INNHALCONTROL']._serialized_start=741
+  _globals['_INNHALCONTROL']._serialized_end=1262
 # @@protoc_insertion_point(module_scope)

@@ -64,3 +64,31 @@ class ControlReply(_message.Message):
     message: str
     json: str
     def __init__(self, status: _Optional[_Union[_types_pb2.ErrorStatus, str]] = ..., message: _Optional[str] = ..., json: _Optional[str] = ...) -> None: ...
+
+class KeepAliveRequest(_message.Message):
+    __slots__ = ("session", "leaseMillis")
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    LEASEMILLIS_FIELD_NUMBER: _ClassVar[int]
+    session: str
+    leaseMillis: int
+    def __init__(self, session: _Optional[str] = ..., leaseMillis: _Optional[int] = ...) -> None: ...
+
+class KeepAliveReply(_message.Message):
+    __slots__ = ("status", "message", "leaseMillis")
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    LEASEMILLIS_FIELD_NUMBER: _ClassVar[int]
+    status: _types_pb2.ErrorStatus
+    message: str
+    leaseMillis: int
+    def __init__(self, status: _Optional[_Union[_types_pb2.ErrorStatus, str]] = ..., message: _Optional[str] = ..., leaseMillis: _Optional[int] = ...) -> None: ...
+
+class EndSessionRequest(_message.Message):
+    __slots__ = ("session",)
+    SESSION_FIELD_NUMBER: _ClassVar[int]
+    session: str
+    def __init__(self, session: _Optional[str] = ...) -> None: ...
+
+class ResourceUsageRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

@@ -54,6 +54,21 @@ class INnhalControlStub:
                 request_serializer=nnhal_dot_v1__3_dot_control__pb2.GetTraceRequest.SerializeToString,
                 response_deserializer=nnhal_dot_v1__3_dot_control__pb2.ControlReply.FromString,
                 _registered_method=True)
+        self.keepAlive = channel.unary_unary(
+                '/nnhal.v1_3.INnhalControl/keepAlive',
+                request_serializer=nnhal_dot_v1__3_dot_control__pb2.KeepAliveRequest.SerializeToString,
+                response_deserializer=nnhal_dot_v1__3_dot_control__pb2.KeepAliveReply.FromString,
+                _registered_method=True)
+        self.endSession = channel.unary_unary(
+                '/nnhal.v1_3.INnhalControl/endSession',
+                request_serializer=nnhal_dot_v1__3_dot_control__pb2.EndSessionRequest.SerializeToString,
+                response_deserializer=nnhal_dot_v1__3_dot_control__pb2.ControlReply.FromString,
+                _registered_method=True)
+        self.getResourceUsage = channel.unary_unary(
+                '/nnhal.v1_3.INnhalControl/getResourceUsage',
+                request_serializer=nnhal_dot_v1__3_dot_control__pb2.ResourceUsageRequest.SerializeToString,
+                response_deserializer=nnhal_dot_v1__3_dot_control__pb2.ControlReply.FromString,
+                _registered_method=True)
 
 
 class INnhalControlServicer:
@@ -88,6 +103,29 @@ class INnhalControlServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def keepAlive(self, request, context):
+        """Open or renew a client session's lease (see above).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def endSession(self, request, context):
+        """Close a session now: release its objects, cancel its executions.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def getResourceUsage(self, request, context):
+        """The server process's resources and live objects as JSON: resident memory,
+        threads, open files, shared-memory mappings, per-device object counts,
+        sessions and executions in flight (for leak checks and `nnhal stress`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_INnhalControlServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -109,6 +147,21 @@ def add_INnhalControlServicer_to_server(servicer, server):
             'getTrace': grpc.unary_unary_rpc_method_handler(
                     servicer.getTrace,
                     request_deserializer=nnhal_dot_v1__3_dot_control__pb2.GetTraceRequest.FromString,
+                    response_serializer=nnhal_dot_v1__3_dot_control__pb2.ControlReply.SerializeToString,
+            ),
+            'keepAlive': grpc.unary_unary_rpc_method_handler(
+                    servicer.keepAlive,
+                    request_deserializer=nnhal_dot_v1__3_dot_control__pb2.KeepAliveRequest.FromString,
+                    response_serializer=nnhal_dot_v1__3_dot_control__pb2.KeepAliveReply.SerializeToString,
+            ),
+            'endSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.endSession,
+                    request_deserializer=nnhal_dot_v1__3_dot_control__pb2.EndSessionRequest.FromString,
+                    response_serializer=nnhal_dot_v1__3_dot_control__pb2.ControlReply.SerializeToString,
+            ),
+            'getResourceUsage': grpc.unary_unary_rpc_method_handler(
+                    servicer.getResourceUsage,
+                    request_deserializer=nnhal_dot_v1__3_dot_control__pb2.ResourceUsageRequest.FromString,
                     response_serializer=nnhal_dot_v1__3_dot_control__pb2.ControlReply.SerializeToString,
             ),
     }
@@ -219,6 +272,87 @@ class INnhalControl:
             target,
             '/nnhal.v1_3.INnhalControl/getTrace',
             nnhal_dot_v1__3_dot_control__pb2.GetTraceRequest.SerializeToString,
+            nnhal_dot_v1__3_dot_control__pb2.ControlReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def keepAlive(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nnhal.v1_3.INnhalControl/keepAlive',
+            nnhal_dot_v1__3_dot_control__pb2.KeepAliveRequest.SerializeToString,
+            nnhal_dot_v1__3_dot_control__pb2.KeepAliveReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def endSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nnhal.v1_3.INnhalControl/endSession',
+            nnhal_dot_v1__3_dot_control__pb2.EndSessionRequest.SerializeToString,
+            nnhal_dot_v1__3_dot_control__pb2.ControlReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def getResourceUsage(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/nnhal.v1_3.INnhalControl/getResourceUsage',
+            nnhal_dot_v1__3_dot_control__pb2.ResourceUsageRequest.SerializeToString,
             nnhal_dot_v1__3_dot_control__pb2.ControlReply.FromString,
             options,
             channel_credentials,
