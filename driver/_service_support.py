@@ -28,6 +28,7 @@ from typing import Any, Generic, TypeVar
 import grpc
 
 from driver.faults import FaultSet, insufficient, model_operations
+from driver.sessions import SessionTable
 from driver.fences import Fence, FencedExecution
 from driver.trace import Trace, brief
 from nnhal import convert as cv
@@ -60,23 +61,39 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    """Objects named by uint64 ids > 0 (0 is null). Thread-safe."""
+    """Objects named by uint64 ids > 0 (0 is null), each optionally owned by a client
+    session (``driver.sessions``). Thread-safe."""
 
     def __init__(self, kind: str, capacity: int | None = None) -> None:
         self.kind = kind
         self.capacity = capacity
         self._objects: OrderedDict[int, T] = OrderedDict()
+        self._owner_of: dict[int, str] = {}
+        self._owned: dict[str, set[int]] = {}
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
 
-    def add(self, obj: T, key: int | None = None) -> int:
+    def add(self, obj: T, key: int | None = None, owner: str | None = None) -> int:
         with self._lock:
             key = next(self._ids) if key is None else key
             self._objects[key] = obj
+            if owner is not None:
+                self._owner_of[key] = owner
+                self._owned.setdefault(owner, set()).add(key)
             if self.capacity is not None:
                 while len(self._objects) > self.capacity:
-                    self._objects.popitem(last=False)
+                    oldest, _ = self._objects.popitem(last=False)
+                    self._disown(oldest)
             return key
+
+    def _disown(self, key: int) -> None:  # with the lock held
+        owner = self._owner_of.pop(key, None)
+        if owner is not None:
+            keys = self._owned.get(owner)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._owned[owner]
 
     def get(self, key: int, what: str | None = None) -> T:
         with self._lock:
@@ -97,7 +114,24 @@ class Registry(Generic[T]):
         obj = self.get(key)
         with self._lock:
             self._objects.pop(key, None)
+            self._disown(key)
         return obj
+
+    def take_owned(self, owner: str) -> list[tuple[int, T]]:
+        """Remove and return every object ``owner`` holds (its session ended)."""
+        with self._lock:
+            keys = sorted(self._owned.pop(owner, ()))
+            taken = []
+            for key in keys:
+                self._owner_of.pop(key, None)
+                obj = self._objects.pop(key, None)
+                if obj is not None:
+                    taken.append((key, obj))
+            return taken
+
+    def owned(self, owner: str) -> int:
+        with self._lock:
+            return len(self._owned.get(owner, ()))
 
     def __len__(self) -> int:
         with self._lock:
@@ -105,10 +139,14 @@ class Registry(Generic[T]):
 
 
 class ServiceState:
-    """The driver Device and the objects clients have created on it."""
+    """The driver Device and the objects clients have created on it.
 
-    def __init__(self, device: Any) -> None:
+    ``sessions``: the server's client sessions (shared by its devices); a
+    ServiceState made alone gets its own table."""
+
+    def __init__(self, device: Any, sessions: SessionTable | None = None) -> None:
         self.device = device
+        self.sessions = sessions if sessions is not None else SessionTable(self.release_session)
         profile = getattr(device, "profile", None)
         self.faults = FaultSet(getattr(profile, "faults", None))
         self.trace = Trace()
@@ -119,6 +157,25 @@ class ServiceState:
         self.fenced_executions: Registry[FencedExecution] = Registry(
             "fenced execution callback", MAX_FENCED_EXECUTIONS
         )
+
+    def release_session(self, session: str, reason: str = "") -> int:
+        """Release every object ``session`` owns on this device; how many there were.
+
+        Unsignalled fences it created go to ERROR (executions waiting for them
+        end), as if the client had released them."""
+        released = 0
+        for _key, record in self.fenced_executions.take_owned(session):
+            released += 1
+            try:
+                self.fences.pop(record.fence_id)
+            except InvalidArgument:
+                pass  # already gone
+        for _key, fence in self.fences.take_owned(session):
+            released += 1
+            fence.signal(False)
+        released += len(self.buffers.take_owned(session))
+        released += len(self.prepared_models.take_owned(session))
+        return released
 
 
 # ---------------------------------------------------------------------------

@@ -40,6 +40,7 @@ class BurstSession:
         self.bound_id = 0
         self.prepared: Any = None
         self.slots: dict[int, tuple[Any, memoryview | None]] = {}  # slot -> (pool, view)
+        self.cancel: Any = None  # the stream's executor.model.Cancel, if any
 
     def _bind(self, key: int) -> None:
         if self.prepared is None:
@@ -107,6 +108,7 @@ class BurstSession:
             request,
             measure=message.measure == tpb.MEASURE_TIMING_YES,
             premapped=premapped or None,
+            cancel=self.cancel,
         )
 
     def close(self) -> None:

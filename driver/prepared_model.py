@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from driver.executor.model import Cancel
 from nnhal.errors import (
     GeneralFailure,
     HalError,
@@ -139,8 +140,11 @@ class PreparedModel:
         deadline_ns: int | None = None,
         loop_timeout_ns: int | None = None,
         allow_unspecified_output: bool = True,
+        cancel: Cancel | None = None,
     ) -> tuple[tuple[OutputShape, ...], Timing]:
-        """Run one request; raises a HalError (OutputInsufficientSize carries the shapes)."""
+        """Run one request; raises a HalError (OutputInsufficientSize carries the shapes).
+
+        ``cancel``: lets another thread stop the run (``driver.executor.model.Cancel``)."""
         entered = time.monotonic_ns()
         validate_request(request, self.model, allow_unspecified_output=allow_unspecified_output)
         if deadline_ns is not None and deadline_ns >= TIME_POINT_MAX_NS:
@@ -160,7 +164,7 @@ class PreparedModel:
         started = time.monotonic_ns()
         try:
             results = self.compiled.run(
-                inputs, deadline_ns=deadline_ns, loop_timeout_ns=loop_timeout
+                inputs, deadline_ns=deadline_ns, loop_timeout_ns=loop_timeout, cancel=cancel
             )
         except HalError:
             raise

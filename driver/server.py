@@ -6,7 +6,9 @@ key ``nnhal-device`` (the device name); without it, to the first device. A
 name that no device has aborts the call with gRPC NOT_FOUND (a transport-level
 "no such service", as asking the Android service manager for a missing
 instance). ``INnhalControl`` (control.proto) lists the devices and changes
-their faults, offline state and trace.
+their faults, offline state and trace, and keeps client sessions alive
+(``driver.sessions``: one table for the server, whose expiry releases the
+session's objects on every device).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import grpc
 
 from driver._service_support import ServiceState
 from driver.faults import parse_toml
+from driver.sessions import SessionTable
 from driver.service import (
     GRPC_OPTIONS,
     BufferServicer,
@@ -75,8 +78,9 @@ class _Router:
 
 
 class ControlServicer(cgrpc.INnhalControlServicer):
-    def __init__(self, states: dict[str, ServiceState]) -> None:
+    def __init__(self, states: dict[str, ServiceState], sessions: SessionTable) -> None:
         self.states = states
+        self.sessions = sessions
 
     def _state(self, name: str) -> ServiceState:
         if not name:
@@ -133,6 +137,21 @@ class ControlServicer(cgrpc.INnhalControlServicer):
             lambda: json.dumps(self._state(request.device).trace.entries(clear=request.clear))
         )
 
+    def keepAlive(self, request: Any, context: Any) -> Any:
+        try:
+            granted = self.sessions.keep_alive(request.session, request.leaseMillis)
+        except HalError as exc:
+            return cpb.KeepAliveReply(status=ErrorStatus.INVALID_ARGUMENT, message=exc.message)
+        return cpb.KeepAliveReply(status=ErrorStatus.NONE, leaseMillis=granted)
+
+    def endSession(self, request: Any, context: Any) -> Any:
+        def run() -> str:
+            if not request.session:
+                raise HalError("endSession: empty session id")
+            return json.dumps({"released": self.sessions.end(request.session)})
+
+        return self._reply(run)
+
 
 def _split_address(address: str) -> tuple[str, str]:
     if address.startswith("[") and "]:" in address:  # [::1]:port
@@ -153,12 +172,17 @@ def create_server(
     if not devices:
         raise ValueError("no device to serve")
     states: dict[str, ServiceState] = {}
+
+    def release_session(session: str, reason: str) -> int:
+        return sum(state.release_session(session, reason) for state in states.values())
+
+    sessions = SessionTable(release_session)
     for device in devices:
         name = getattr(device, "name", str(device))
         if name in states:
             raise ValueError(f"two devices are named {name!r}; device names must differ")
         try:
-            states[name] = ServiceState(device)
+            states[name] = ServiceState(device, sessions)
         except HalError as exc:  # a bad [faults] table
             raise ValueError(f"device {name!r}: {exc.message}") from None
     default = next(iter(states))
@@ -178,7 +202,7 @@ def create_server(
     ):
         servicers = {name: cls(state) for name, state in states.items()}
         add(servicers[default] if len(states) == 1 else _Router(servicers, default), server)
-    cgrpc.add_INnhalControlServicer_to_server(ControlServicer(states), server)
+    cgrpc.add_INnhalControlServicer_to_server(ControlServicer(states, sessions), server)
     try:
         bound = server.add_insecure_port(f"{host}:{port}")
     except RuntimeError as exc:

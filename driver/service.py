@@ -16,6 +16,10 @@ No HAL logic lives here beyond what the wire itself needs:
 - executeFenced validates within the call, then runs at once when its waitFor
   fences have signalled, else in the background (``driver.fences``); bursts
   are a bidirectional stream with a memory-slot cache (``driver.burst``);
+- objects created by a call that names a client session (``nnhal-session``
+  metadata) are owned by it and released when it ends (``driver.sessions``);
+  every execution can be cancelled: by its call ending early (the client
+  went away) or by its session ending (``executor.model.Cancel``);
 - every call goes through ``hal_method`` (``_service_support``): injected
   faults and latency first (``driver.faults``), the call trace after
   (``driver.trace``).
@@ -26,6 +30,7 @@ several devices.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -35,8 +40,10 @@ import grpc
 from driver._service_support import ServiceState, hal_method
 from driver.buffers import TokenPools
 from driver.burst import BurstSession
+from driver.executor.model import Cancel
 from driver.fences import ERROR, Fence, launch
 from driver.memory import MappedPools
+from driver.sessions import session_of
 from nnhal import DEFAULT_ADDRESS
 from nnhal import convert as cv
 from nnhal import convert_legacy as legacy
@@ -181,6 +188,8 @@ class DeviceServicer(dgrpc.IDeviceServicer):
         priority: int = Priority.MEDIUM,
         deadline_ns: int | None = None,
         cache: Any = None,
+        *,
+        context: Any = None,
     ) -> Any:
         # Cache arguments never change the outcome of a preparation (driver/cache.py).
         prepared = self.device.prepareModel_1_3(
@@ -191,22 +200,30 @@ class DeviceServicer(dgrpc.IDeviceServicer):
             version=version,
             **_cache_args(cache),
         )
-        key = self.state.prepared_models.add(prepared)
+        return self._add_prepared(prepared, context)
+
+    def _add_prepared(self, prepared: Any, context: Any) -> Any:
+        owner = session_of(context)
+        self.state.sessions.touch(owner)
+        key = self.state.prepared_models.add(prepared, owner=owner)
         return dpb.PrepareModelReply(status=_NONE, preparedModel=key)
 
     @hal_method(dpb.PrepareModelReply, v1_0=True)
     def prepareModel(self, request: Any, context: Any) -> Any:
-        return self._prepare(legacy.model_from_v1_0_pb(request.model), HalVersion.V1_0)
+        model = legacy.model_from_v1_0_pb(request.model)
+        return self._prepare(model, HalVersion.V1_0, context=context)
 
     @hal_method(dpb.PrepareModelReply, v1_0=True)
     def prepareModel_1_1(self, request: Any, context: Any) -> Any:
         model = legacy.model_from_v1_1_pb(request.model)
-        return self._prepare(model, HalVersion.V1_1, request.preference)
+        return self._prepare(model, HalVersion.V1_1, request.preference, context=context)
 
     @hal_method(dpb.PrepareModelReply, v1_0=True)
     def prepareModel_1_2(self, request: Any, context: Any) -> Any:
         model = legacy.model_from_v1_2_pb(request.model)
-        return self._prepare(model, HalVersion.V1_2, request.preference, cache=request)
+        return self._prepare(
+            model, HalVersion.V1_2, request.preference, cache=request, context=context
+        )
 
     @hal_method(dpb.PrepareModelReply)
     def prepareModel_1_3(self, request: Any, context: Any) -> Any:
@@ -217,22 +234,22 @@ class DeviceServicer(dgrpc.IDeviceServicer):
             request.priority,
             cv.deadline_ns_from_pb(request.deadline),
             cache=request,
+            context=context,
         )
 
-    def _from_cache(self, request: Any, deadline_ns: int | None) -> Any:
+    def _from_cache(self, request: Any, deadline_ns: int | None, context: Any) -> Any:
         prepared = self.device.prepareModelFromCache_1_3(
             deadline_ns=deadline_ns, **_cache_args(request)
         )
-        key = self.state.prepared_models.add(prepared)
-        return dpb.PrepareModelReply(status=_NONE, preparedModel=key)
+        return self._add_prepared(prepared, context)
 
     @hal_method(dpb.PrepareModelReply, v1_0=True)
     def prepareModelFromCache(self, request: Any, context: Any) -> Any:
-        return self._from_cache(request, None)
+        return self._from_cache(request, None, context)
 
     @hal_method(dpb.PrepareModelReply)
     def prepareModelFromCache_1_3(self, request: Any, context: Any) -> Any:
-        return self._from_cache(request, cv.deadline_ns_from_pb(request.deadline))
+        return self._from_cache(request, cv.deadline_ns_from_pb(request.deadline), context)
 
     # ---- memory domains ----
 
@@ -248,7 +265,10 @@ class DeviceServicer(dgrpc.IDeviceServicer):
             inputRoles=[cv.buffer_role_from_pb(r) for r in request.inputRoles],
             outputRoles=[cv.buffer_role_from_pb(r) for r in request.outputRoles],
         )
-        token = self.state.buffers.add(buffer)  # ids > 0, unique among live buffers
+        owner = session_of(context)
+        self.state.sessions.touch(owner)
+        # ids > 0, unique among live buffers
+        token = self.state.buffers.add(buffer, owner=owner)
         return dpb.AllocateReply(status=_NONE, buffer=token, token=token)
 
 
@@ -291,10 +311,12 @@ def execute(
     loop_timeout_ns: int | None = None,
     allow_unspecified_output: bool = True,
     premapped: dict[int, memoryview] | None = None,
+    cancel: Cancel | None = None,
 ) -> ppb.ExecuteReply:
     """Map the pools, run, and build the reply (HalErrors propagate).
 
     ``premapped``: views for some pools mapped already (burst memory slots).
+    ``cancel``: stops the run from another thread (``cancellable``).
     """
     tokens = None
     if any(isinstance(pool, TokenMemory) for pool in request.pools):
@@ -314,6 +336,7 @@ def execute(
                 deadline_ns=deadline_ns,
                 loop_timeout_ns=loop_timeout_ns,
                 allow_unspecified_output=allow_unspecified_output,
+                cancel=cancel,
             )
         except OutputInsufficientSize as exc:
             if tokens is not None:
@@ -341,6 +364,20 @@ def execute(
     )
 
 
+@contextlib.contextmanager
+def cancellable(state: ServiceState, context: Any, session: str | None = None) -> Iterator[Cancel]:
+    """A ``Cancel`` for one execution, fired when the call ends before the execution does
+    (the client cancelled or went away: gRPC runs the callback at the call's end) and when
+    the call's client session ends. ``context`` None: the session only (fenced runs in the
+    background outlive their call)."""
+    cancel = Cancel()
+    if context is not None:
+        session = session_of(context)
+        context.add_callback(lambda: cancel.cancel("the call ended: the client went away"))
+    with state.sessions.running(session, cancel):
+        yield cancel
+
+
 # ---------------------------------------------------------------------------
 # IPreparedModel, IBuffer, IFencedExecutionCallback
 # ---------------------------------------------------------------------------
@@ -356,19 +393,22 @@ class PreparedModelServicer(pgrpc.IPreparedModelServicer):
     @hal_method(ppb.ExecuteReply, v1_0=True)
     def execute(self, request: Any, context: Any) -> Any:
         prepared = self._model(request.preparedModel)
-        return execute(
-            self.state, prepared, legacy.request_from_v1_0_pb(request.request), measure=False
-        )
+        hal_request = legacy.request_from_v1_0_pb(request.request)
+        with cancellable(self.state, context) as cancel:
+            return execute(self.state, prepared, hal_request, measure=False, cancel=cancel)
 
     @hal_method(ppb.ExecuteReply, v1_0=True)
     def execute_1_2(self, request: Any, context: Any) -> Any:
         prepared = self._model(request.preparedModel)
-        return execute(
-            self.state,
-            prepared,
-            legacy.request_from_v1_0_pb(request.request),
-            measure=request.measure == tpb.MEASURE_TIMING_YES,
-        )
+        hal_request = legacy.request_from_v1_0_pb(request.request)
+        with cancellable(self.state, context) as cancel:
+            return execute(
+                self.state,
+                prepared,
+                hal_request,
+                measure=request.measure == tpb.MEASURE_TIMING_YES,
+                cancel=cancel,
+            )
 
     @hal_method(ppb.ExecuteReply, v1_0=True)
     def executeSynchronously(self, request: Any, context: Any) -> Any:
@@ -377,14 +417,17 @@ class PreparedModelServicer(pgrpc.IPreparedModelServicer):
     @hal_method(ppb.ExecuteReply)
     def execute_1_3(self, request: Any, context: Any) -> Any:
         prepared = self._model(request.preparedModel)
-        return execute(
-            self.state,
-            prepared,
-            cv.request_from_pb(request.request),
-            measure=request.measure == tpb.MEASURE_TIMING_YES,
-            deadline_ns=cv.deadline_ns_from_pb(request.deadline),
-            loop_timeout_ns=cv.timeout_ns_from_pb(request.loopTimeoutDuration),
-        )
+        hal_request = cv.request_from_pb(request.request)
+        with cancellable(self.state, context) as cancel:
+            return execute(
+                self.state,
+                prepared,
+                hal_request,
+                measure=request.measure == tpb.MEASURE_TIMING_YES,
+                deadline_ns=cv.deadline_ns_from_pb(request.deadline),
+                loop_timeout_ns=cv.timeout_ns_from_pb(request.loopTimeoutDuration),
+                cancel=cancel,
+            )
 
     @hal_method(ppb.ExecuteReply)
     def executeSynchronously_1_3(self, request: Any, context: Any) -> Any:
@@ -405,18 +448,23 @@ class PreparedModelServicer(pgrpc.IPreparedModelServicer):
         validate_request(hal_request, prepared.model, allow_unspecified_output=False)
         loop_timeout_ns = cv.timeout_ns_from_pb(request.loopTimeoutDuration)
         measure = request.measure == tpb.MEASURE_TIMING_YES
+        owner = session_of(context)
+        self.state.sessions.touch(owner)
 
         def run(deadline_ns: int | None) -> Any:
             try:
-                return execute(
-                    self.state,
-                    prepared,
-                    hal_request,
-                    measure=measure,
-                    deadline_ns=deadline_ns,
-                    loop_timeout_ns=loop_timeout_ns,
-                    allow_unspecified_output=False,
-                )
+                # in the background it outlives this call: only its session can cancel it
+                with cancellable(self.state, None, owner) as cancel:
+                    return execute(
+                        self.state,
+                        prepared,
+                        hal_request,
+                        measure=measure,
+                        deadline_ns=deadline_ns,
+                        loop_timeout_ns=loop_timeout_ns,
+                        allow_unspecified_output=False,
+                        cancel=cancel,
+                    )
             except OutputInsufficientSize as exc:
                 raise InvalidArgument(
                     f"executeFenced: {exc.message} (fenced executions need sufficient outputs)"
@@ -428,9 +476,9 @@ class PreparedModelServicer(pgrpc.IPreparedModelServicer):
             measure=measure,
             deadline_ns=cv.deadline_ns_from_pb(request.deadline),
             duration_ns=cv.timeout_ns_from_pb(request.duration),
-            new_fence=self.state.fences.add,
+            new_fence=lambda fence: self.state.fences.add(fence, owner=owner),
         )
-        callback = self.state.fenced_executions.add(record)
+        callback = self.state.fenced_executions.add(record, owner=owner)
         return ppb.ExecuteFencedReply(
             status=_NONE,
             syncFence=record.fence_id,
@@ -442,11 +490,15 @@ class PreparedModelServicer(pgrpc.IPreparedModelServicer):
         self, request_iterator: Iterator[Any], context: grpc.ServicerContext
     ) -> Iterator[Any]:
         burst = _Burst(self.state, execute)
-        try:
-            for message in request_iterator:
-                yield burst.run(message, context)
-        finally:
-            burst.close()
+        # one Cancel for the stream: bursts carry no deadline, and once the stream is
+        # gone (the client went away, or its session ended) nothing in it should run on
+        with cancellable(self.state, context) as cancel:
+            burst.cancel = cancel
+            try:
+                for message in request_iterator:
+                    yield burst.run(message, context)
+            finally:
+                burst.close()
 
     @hal_method(ppb.StatusReply)
     def release(self, request: Any, context: Any) -> Any:
@@ -527,7 +579,9 @@ class SyncFenceServicer(pgrpc.ISyncFenceServicer):
     @hal_method(ppb.FenceReply)
     def createFence(self, request: Any, context: Any) -> Any:
         fence = Fence(client_created=True)
-        return self._reply(self.state.fences.add(fence), fence)
+        owner = session_of(context)
+        self.state.sessions.touch(owner)
+        return self._reply(self.state.fences.add(fence, owner=owner), fence)
 
     @hal_method(ppb.StatusReply)
     def signalFence(self, request: Any, context: Any) -> Any:

@@ -11,7 +11,16 @@ still running are cancelled (control.proto documents the contract).
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
+
+from nnhal.errors import InvalidArgument
+
+log = logging.getLogger("nnhal.driver.sessions")
 
 SESSION_HEADER = "nnhal-session"
 
@@ -34,3 +43,137 @@ def client_key(context: Any) -> str:
         return f"session:{session}"
     peer = context.peer() if context is not None else None
     return f"peer:{peer or 'unknown'}"
+
+
+#: Lease bounds (ms): the default when keepAlive asks 0, and the clamp range.
+DEFAULT_LEASE_MS = 10_000
+MIN_LEASE_MS = 200
+MAX_LEASE_MS = 600_000
+
+
+class SessionTable:
+    """The server's client sessions: their leases and their running executions.
+
+    ``release(session, reason)`` is the server's hook that frees the session's
+    objects on every device (``ServiceState.release_session``) and returns how
+    many it freed. A reaper thread, started with the first session and ended
+    when none is left, expires leases; ``close()`` stops it (server stop).
+    """
+
+    def __init__(self, release: Callable[[str, str], int]) -> None:
+        self._release = release
+        self._lease_s: dict[str, float] = {}
+        self._expiry: dict[str, float] = {}
+        self._running: dict[str, set[Any]] = {}
+        self._cond = threading.Condition()
+        self._reaper: threading.Thread | None = None
+        self._closed = False
+        self.expired = 0  # sessions whose lease ran out (for getResourceUsage / tests)
+
+    # ---- leases ----
+
+    def keep_alive(self, session: str, lease_ms: int = 0) -> int:
+        """Open or renew ``session``; returns the lease granted in ms."""
+        if not session:
+            raise InvalidArgument("keepAlive: empty session id")
+        granted = min(max(int(lease_ms) or DEFAULT_LEASE_MS, MIN_LEASE_MS), MAX_LEASE_MS)
+        with self._cond:
+            self._lease_s[session] = granted / 1000
+            self._expiry[session] = time.monotonic() + granted / 1000
+            self._start_reaper()
+            self._cond.notify()
+        return granted
+
+    def touch(self, session: str | None) -> None:
+        """A call of ``session`` arrived: renew its lease (opening it with the default)."""
+        if session is None:
+            return
+        with self._cond:
+            lease = self._lease_s.setdefault(session, DEFAULT_LEASE_MS / 1000)
+            self._expiry[session] = time.monotonic() + lease
+            self._start_reaper()
+
+    def end(self, session: str, reason: str = "the client ended its session") -> int:
+        """Close ``session`` now: cancel its executions, release its objects."""
+        with self._cond:
+            self._lease_s.pop(session, None)
+            self._expiry.pop(session, None)
+            running = list(self._running.pop(session, ()))
+        for cancel in running:
+            cancel.cancel(reason)
+        released = self._release(session, reason)
+        if released or running:
+            log.info(
+                "session %s: %s; %d objects released, %d executions cancelled",
+                session, reason, released, len(running),
+            )
+        return released
+
+    def __len__(self) -> int:
+        with self._cond:
+            return len(self._expiry)
+
+    def running_count(self) -> int:
+        with self._cond:
+            return sum(len(c) for c in self._running.values())
+
+    # ---- executions ----
+
+    @contextlib.contextmanager
+    def running(self, session: str | None, cancel: Any) -> Iterator[None]:
+        """Track an execution of ``session`` so that ending the session cancels it."""
+        if session is None:
+            yield
+            return
+        self.touch(session)
+        with self._cond:
+            self._running.setdefault(session, set()).add(cancel)
+        try:
+            yield
+        finally:
+            with self._cond:
+                tracked = self._running.get(session)
+                if tracked is not None:
+                    tracked.discard(cancel)
+                    if not tracked:
+                        del self._running[session]
+
+    # ---- the reaper ----
+
+    def _start_reaper(self) -> None:  # with the condition held
+        if self._reaper is None and not self._closed:
+            self._reaper = threading.Thread(
+                target=self._reap, name="nnhal-session-reaper", daemon=True
+            )
+            self._reaper.start()
+
+    def _reap(self) -> None:
+        while True:
+            with self._cond:
+                if self._closed or not self._expiry:
+                    self._reaper = None
+                    return
+                now = time.monotonic()
+                due = [s for s, t in self._expiry.items() if t <= now]
+                if not due:
+                    self._cond.wait(min(self._expiry.values()) - now)
+                    continue
+            for session in due:
+                with self._cond:  # renewed or ended meanwhile?
+                    expiry = self._expiry.get(session)
+                    if expiry is None or expiry > time.monotonic():
+                        continue
+                    self.expired += 1
+                try:
+                    self.end(session, "its lease expired (the client went away)")
+                except Exception:  # noqa: BLE001 - the reaper must survive a bad release
+                    log.exception("session %s: releasing its objects failed", session)
+
+    def close(self) -> None:
+        """Stop the reaper (the server is stopping); objects stay until the server goes."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+            reaper = self._reaper
+        if reaper is not None and reaper is not threading.current_thread():
+            reaper.join(timeout=5)

@@ -14,8 +14,10 @@ for a generic loop over the same step objects; with the patterns of
 
 Two variants of every function are generated: without any deadline check
 (the common case costs nothing), and with one integer comparison against
-the execution deadline before each operation (``_dl``, absolute
-``time.monotonic_ns()``). A subgraph function takes its inputs positionally,
+the execution deadline before each operation (``_dl[0]``, absolute
+``time.monotonic_ns()``; a one-element list shared by the nested calls, so
+``model.Cancel`` can stop a running execution by setting it to -1). A
+subgraph function takes its inputs positionally,
 then ``_lt`` (loopTimeoutDuration in ns) and, when checked, ``_dl``, and
 returns a tuple of its outputs.
 
@@ -259,7 +261,7 @@ class Generator:
         for position, step in enumerate(plan.steps):
             source.location = step.location
             if self.checked:
-                source.line(depth, f"if _mono() > _dl: raise _missed({step.location!r})")
+                source.line(depth, f"if _mono() > _dl[0]: raise _missed({step.location!r})")
             if replace and position in replace:
                 replace[position](depth)
             elif step.kind is StepKind.OPERATION:

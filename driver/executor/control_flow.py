@@ -213,7 +213,7 @@ def _emit_counter_loop(
     inner = depth + 1
     source.location = cond_plan.steps[0].location
     if gen.checked:
-        source.line(inner, f"if _mono() > _dl: raise _missed({source.location!r})")
+        source.line(inner, f"if _mono() > _dl[0]: raise _missed({source.location!r})")
     source.line(inner, f"if not {test[0]} {counter.operator} {test[1]}: break")
     source.location = location
     source.line(inner, f"if _mono() > {limit}: raise _loop_timeout({location!r}, _lt)")

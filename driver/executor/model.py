@@ -4,6 +4,10 @@
 function without deadline checks; the checked variant is generated the
 first time an execution comes with a deadline. ``run`` calls the generated
 function and hands back fresh arrays of each output operand's dtype.
+
+``Cancel`` stops a running execution from another thread (the client went
+away, its session ended): it runs the checked variant, whose per-operation
+deadline test then fails, and ``run`` reports the cancellation.
 """
 
 from __future__ import annotations
@@ -20,6 +24,31 @@ from driver.executor.plan import SubgraphPlan
 from driver.executor.shapes import prove_shapes
 from nnhal.errors import GeneralFailure, HalError, InvalidArgument
 from nnhal.types import LOOP_TIMEOUT_DEFAULT_NS, TIME_POINT_MAX_NS, Model
+
+
+class Cancel:
+    """A cancellable execution: ``cancel(reason)`` from any thread stops it at its next
+    operation (or WHILE iteration) with a GeneralFailure giving the reason.
+
+    It is the deadline cell the generated checked code compares against
+    (``_dl[0]``): cancelling sets the deadline to -1, so an execution that is
+    never cancelled pays only the checked variant's comparison per operation.
+    """
+
+    __slots__ = ("cell", "reason")
+
+    def __init__(self) -> None:
+        self.cell = [TIME_POINT_MAX_NS]
+        self.reason: str | None = None
+
+    def cancel(self, reason: str) -> None:
+        if self.reason is None:
+            self.reason = reason
+        self.cell[0] = -1
+
+    @property
+    def cancelled(self) -> bool:
+        return self.reason is not None
 
 
 def compile_model(
@@ -87,12 +116,14 @@ class CompiledModel:
         *,
         deadline_ns: int | None = None,
         loop_timeout_ns: int | None = LOOP_TIMEOUT_DEFAULT_NS,
+        cancel: Cancel | None = None,
     ) -> list[np.ndarray]:
         """Execute main; one fresh array per main output, with its runtime shape.
 
         ``inputs``: one array per main input (None = no value), of the operand
         dtype. ``deadline_ns``: absolute ``time.monotonic_ns()``, checked before
         each operation. ``loop_timeout_ns``: loopTimeoutDuration of each WHILE.
+        ``cancel``: makes the run cancellable (always the checked variant).
         Raises MissedDeadline(transient=True) or GeneralFailure.
         """
         if len(inputs) != self._n_inputs:
@@ -101,15 +132,23 @@ class CompiledModel:
             )
         if loop_timeout_ns is None:
             loop_timeout_ns = LOOP_TIMEOUT_DEFAULT_NS
-        if deadline_ns is None or deadline_ns >= TIME_POINT_MAX_NS:
+        if deadline_ns is not None and deadline_ns >= TIME_POINT_MAX_NS:
+            deadline_ns = None
+        if cancel is not None:
+            if deadline_ns is not None and not cancel.cancelled:
+                cancel.cell[0] = deadline_ns
+            function, extra = self._checked_main(), (loop_timeout_ns, cancel.cell)
+        elif deadline_ns is None:
             function, extra = self._main, (loop_timeout_ns,)
         else:
-            function, extra = self._checked_main(), (loop_timeout_ns, deadline_ns)
+            function, extra = self._checked_main(), (loop_timeout_ns, [deadline_ns])
         # IEEE results (inf, nan) are what NNAPI computes: no numpy warnings
         token = _fp_ignore()
         try:
             outputs = function(*inputs, *extra)
         except HalError:
+            if cancel is not None and cancel.cancelled:
+                raise GeneralFailure(f"execution cancelled: {cancel.reason}") from None
             raise
         except Exception as exc:  # outside any step (argument binding, recursion...)
             raise GeneralFailure(f"execution failed: {type(exc).__name__}: {exc}") from exc
