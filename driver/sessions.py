@@ -18,11 +18,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from nnhal.control import SESSION_HEADER
 from nnhal.errors import InvalidArgument
 
 log = logging.getLogger("nnhal.driver.sessions")
-
-SESSION_HEADER = "nnhal-session"
 
 
 def session_of(context: Any) -> str | None:

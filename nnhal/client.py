@@ -19,6 +19,10 @@ and server run on the same host.
 
 Async forms (``prepare_model_async``, ``execute_async``) return
 ``concurrent.futures.Future`` objects run on a small client-side thread pool.
+
+Every ``connect`` opens a client session (``nnhal._client_session``): the
+objects the client creates are released by the server when it closes the
+Device, or when it dies and stops renewing its lease (``lease_s``).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import numpy as np
 
 from nnhal import convert as cv
 from nnhal._client_io import IoPlan
+from nnhal._client_session import DEFAULT_LEASE_S, ClientSession, close_quietly
 from nnhal._proto.v1_3 import device_pb2 as dpb
 from nnhal._proto.v1_3 import device_pb2_grpc as dgrpc
 from nnhal._proto.v1_3 import prepared_model_pb2 as ppb
@@ -154,36 +159,55 @@ def _measure(measure: bool) -> int:
 # ---------------------------------------------------------------------------
 
 
-def connect(address: str, timeout: float = 10.0, device: str | None = None) -> Device:
+def connect(
+    address: str,
+    timeout: float = 10.0,
+    device: str | None = None,
+    *,
+    session: bool = True,
+    lease_s: float = DEFAULT_LEASE_S,
+) -> Device:
     """Connect to the nnhal driver at "host:port"; DeviceUnavailable if it does not answer.
 
     ``device``: the name of one of the server's devices (``nnhal.control.list_devices``);
-    default the first.
+    default the first. ``session``: open a client session whose lease (``lease_s``) the
+    Device renews in the background; without one, objects the client does not release
+    stay on the server until it stops.
     """
     channel = grpc.insecure_channel(address, options=GRPC_OPTIONS)
     if device:
         from nnhal.control import select_device
 
         channel = select_device(channel, device)
-    device = Device(channel, address)
     # One real call (waiting for the connection up to the timeout) also checks that the
     # peer speaks this protocol. (grpc.channel_ready_future would make close() slow.)
+    opened = None
     try:
-        device.stub.getStatus(dpb.DeviceQuery(), timeout=timeout, wait_for_ready=True)
+        stub = dgrpc.IDeviceStub(channel)
+        stub.getStatus(dpb.DeviceQuery(), timeout=timeout, wait_for_ready=True)
+        if session:
+            opened, channel = ClientSession.open(channel, lease_s, timeout)
     except grpc.RpcError as exc:
         channel.close()
         raise DeviceUnavailable(
             f"no nnhal driver answered at {address} within {timeout} s: {exc.code()}"
         ) from None
-    return device
+    return Device(channel, address, session=opened)
 
 
 class Device:
     """The client-side IDevice (not the driver's Device class)."""
 
-    def __init__(self, channel: grpc.Channel, address: str = "") -> None:
+    def __init__(
+        self, channel: grpc.Channel, address: str = "", session: ClientSession | None = None
+    ) -> None:
         self.channel = channel
         self.address = address
+        self.session = session
+        # a Device dropped without close() still ends its session (and stops its thread)
+        self._finalizer = (
+            weakref.finalize(self, close_quietly, session) if session is not None else None
+        )
         self.stub = dgrpc.IDeviceStub(channel)
         self.prepared_model_stub = pgrpc.IPreparedModelStub(channel)
         self.buffer_stub = pgrpc.IBufferStub(channel)
@@ -203,8 +227,8 @@ class Device:
         self.close()
 
     def close(self) -> None:
-        """Release the buffers this client allocated (the server would otherwise keep them
-        until released: it cannot see a client go away), then close the channel."""
+        """Release the buffers this client allocated, end the session (the server releases
+        whatever else the client still holds), then close the channel."""
         for buffer in list(self._buffers):
             try:
                 buffer.release()
@@ -213,6 +237,8 @@ class Device:
         if self._pool is not None:
             self._pool.shutdown(wait=False)
             self._pool = None
+        if self._finalizer is not None:
+            self._finalizer()  # ClientSession.close, once
         self.channel.close()
 
     def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:

@@ -1,7 +1,8 @@
 """nnhal extensions for clients and app tests: device choice, sync fences, faults, trace.
 
 - ``select_device(channel, name)``: a channel whose every call carries the
-  gRPC metadata ``nnhal-device: name`` (``nnhal.client.connect(..., device=)``).
+  gRPC metadata ``nnhal-device: name`` (``nnhal.client.connect(..., device=)``);
+  ``with_header`` adds any such key (``nnhal-session``: ``nnhal._client_session``).
 - ``list_devices(address)``: the server's devices (name, version, type), like
   the Android service manager's listing.
 - ``create_fence`` / ``signal_fence`` / ``wait_fence``: client sync fences for
@@ -25,20 +26,21 @@ from nnhal.errors import DeviceUnavailable, error_from_status
 from nnhal.types import DeviceType, ErrorStatus
 
 DEVICE_HEADER = "nnhal-device"
+SESSION_HEADER = "nnhal-session"
 FENCE_STATES = {0: "ACTIVE", 1: "SIGNALED", 2: "ERROR"}
 
 
-class _DeviceHeader(
+class _Header(
     grpc.UnaryUnaryClientInterceptor,
     grpc.UnaryStreamClientInterceptor,
     grpc.StreamUnaryClientInterceptor,
     grpc.StreamStreamClientInterceptor,
 ):
-    def __init__(self, name: str) -> None:
-        self.name = name
+    def __init__(self, key: str, value: str) -> None:
+        self.pair = (key, value)
 
     def _details(self, details: Any) -> Any:
-        metadata = list(details.metadata or []) + [(DEVICE_HEADER, self.name)]
+        metadata = list(details.metadata or []) + [self.pair]
         return details._replace(metadata=metadata)
 
     def intercept_unary_unary(self, continuation: Callable, details: Any, request: Any) -> Any:
@@ -54,8 +56,13 @@ class _DeviceHeader(
         return continuation(self._details(details), it)
 
 
+def with_header(channel: grpc.Channel, key: str, value: str) -> grpc.Channel:
+    """``channel`` with the gRPC metadata ``key: value`` added to every call."""
+    return grpc.intercept_channel(channel, _Header(key, value))
+
+
 def select_device(channel: grpc.Channel, name: str) -> grpc.Channel:
-    return grpc.intercept_channel(channel, _DeviceHeader(name))
+    return with_header(channel, DEVICE_HEADER, name)
 
 
 def _ok(reply: Any) -> Any:
