@@ -64,9 +64,15 @@ class Registry(Generic[T]):
     """Objects named by uint64 ids > 0 (0 is null), each optionally owned by a client
     session (``driver.sessions``). Thread-safe."""
 
-    def __init__(self, kind: str, capacity: int | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        capacity: int | None = None,
+        on_evict: Callable[[T], object] | None = None,
+    ) -> None:
         self.kind = kind
         self.capacity = capacity
+        self._on_evict = on_evict
         self._objects: OrderedDict[int, T] = OrderedDict()
         self._owner_of: dict[int, str] = {}
         self._owned: dict[str, set[int]] = {}
@@ -80,11 +86,16 @@ class Registry(Generic[T]):
             if owner is not None:
                 self._owner_of[key] = owner
                 self._owned.setdefault(owner, set()).add(key)
+            evicted = []
             if self.capacity is not None:
                 while len(self._objects) > self.capacity:
-                    oldest, _ = self._objects.popitem(last=False)
+                    oldest, old = self._objects.popitem(last=False)
                     self._disown(oldest)
-            return key
+                    evicted.append(old)
+        if self._on_evict is not None:
+            for old in evicted:
+                self._on_evict(old)
+        return key
 
     def _disown(self, key: int) -> None:  # with the lock held
         owner = self._owner_of.pop(key, None)
@@ -153,7 +164,10 @@ class ServiceState:
         self.prepared_models: Registry[Any] = Registry("prepared model")
         # IBuffer ids are the buffers' tokens (both are unique among live buffers).
         self.buffers: Registry[Any] = Registry("buffer")
-        self.fences: Registry[Fence] = Registry("sync fence", MAX_FENCED_EXECUTIONS)
+        # an evicted fence can no longer be signalled: executions waiting for it must end
+        self.fences: Registry[Fence] = Registry(
+            "sync fence", MAX_FENCED_EXECUTIONS, on_evict=lambda fence: fence.signal(False)
+        )
         self.fenced_executions: Registry[FencedExecution] = Registry(
             "fenced execution callback", MAX_FENCED_EXECUTIONS
         )

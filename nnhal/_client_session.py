@@ -1,8 +1,8 @@
 """The client's side of a session (nnhal extension; the server's side is driver.sessions).
 
 ``ClientSession.open(channel)`` names the client with a random session id,
-sends it as the ``nnhal-session`` metadata of every call made through the
-channel it returns, and renews the lease with ``INnhalControl.keepAlive``
+``session.stub(...)`` wraps a stub so that each call sends it as the
+``nnhal-session`` metadata, and the session renews the lease with ``INnhalControl.keepAlive``
 from a daemon thread every third of the lease. ``close()`` ends the session
 (the server releases whatever the client still holds); a client that dies
 stops renewing, and the server does the same once the lease runs out.
@@ -23,7 +23,7 @@ import grpc
 
 from nnhal._proto.v1_3 import control_pb2 as cpb
 from nnhal._proto.v1_3 import control_pb2_grpc as cgrpc
-from nnhal.control import SESSION_HEADER, with_header
+from nnhal.control import SESSION_HEADER
 
 log = logging.getLogger("nnhal.client")
 
@@ -44,22 +44,31 @@ class ClientSession:
     @classmethod
     def open(
         cls, channel: grpc.Channel, lease_s: float = DEFAULT_LEASE_S, timeout: float = 10.0
-    ) -> tuple[ClientSession | None, grpc.Channel]:
-        """A session on ``channel`` (None if the server has none) and the channel to use."""
+    ) -> ClientSession | None:
+        """A session on ``channel`` (None if the server has none)."""
         session = cls(channel, lease_s, uuid.uuid4().hex)
         try:
             granted = session._renew(timeout, wait_for_ready=True)
         except grpc.RpcError as exc:
             if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
                 log.info("the server has no client sessions (keepAlive is unimplemented)")
-                return None, channel
+                return None
             raise
         session.lease_s = granted
         session._thread = threading.Thread(
             target=session._beat, name=f"nnhal-session-{session.id[:8]}", daemon=True
         )
         session._thread.start()
-        return session, with_header(channel, SESSION_HEADER, session.id)
+        return session
+
+    def stub(self, stub: Any) -> Any:
+        """``stub`` with this session's metadata on every call.
+
+        (Per-call metadata rather than a channel interceptor: grpc's intercepted
+        channels create a multicallable per call, and one created while another
+        thread closes the channel can crash the process; seen with the
+        conformance runner, which closes the channel under calls it abandoned.)"""
+        return _MetadataStub(stub, ((SESSION_HEADER, self.id),))
 
     def _renew(self, timeout: float, wait_for_ready: bool = False) -> float:
         request = cpb.KeepAliveRequest(session=self.id, leaseMillis=int(self.lease_s * 1000))
@@ -95,3 +104,21 @@ def close_quietly(session: Any) -> None:
         session.close()
     except Exception:  # noqa: BLE001 - interpreter shutdown, closed channel...
         pass
+
+
+class _MetadataStub:
+    """A gRPC stub whose calls carry extra metadata (any call form: unary or streaming)."""
+
+    def __init__(self, stub: Any, metadata: tuple[tuple[str, str], ...]) -> None:
+        self._stub = stub
+        self._metadata = metadata
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._stub, name)
+        extra = self._metadata
+
+        def call(request: Any, *args: Any, metadata: Any = None, **kwargs: Any) -> Any:
+            return method(request, *args, metadata=(*extra, *(metadata or ())), **kwargs)
+
+        setattr(self, name, call)  # bound once per method name
+        return call

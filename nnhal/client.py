@@ -186,7 +186,7 @@ def connect(
         stub = dgrpc.IDeviceStub(channel)
         stub.getStatus(dpb.DeviceQuery(), timeout=timeout, wait_for_ready=True)
         if session:
-            opened, channel = ClientSession.open(channel, lease_s, timeout)
+            opened = ClientSession.open(channel, lease_s, timeout)
     except grpc.RpcError as exc:
         channel.close()
         raise DeviceUnavailable(
@@ -208,11 +208,12 @@ class Device:
         self._finalizer = (
             weakref.finalize(self, close_quietly, session) if session is not None else None
         )
-        self.stub = dgrpc.IDeviceStub(channel)
-        self.prepared_model_stub = pgrpc.IPreparedModelStub(channel)
-        self.buffer_stub = pgrpc.IBufferStub(channel)
-        self.callback_stub = pgrpc.IFencedExecutionCallbackStub(channel)
-        self.fence_stub = pgrpc.ISyncFenceStub(channel)
+        wrap = session.stub if session is not None else (lambda stub: stub)
+        self.stub = wrap(dgrpc.IDeviceStub(channel))
+        self.prepared_model_stub = wrap(pgrpc.IPreparedModelStub(channel))
+        self.buffer_stub = wrap(pgrpc.IBufferStub(channel))
+        self.callback_stub = wrap(pgrpc.IFencedExecutionCallbackStub(channel))
+        self.fence_stub = wrap(pgrpc.ISyncFenceStub(channel))
         self._pool: ThreadPoolExecutor | None = None
         self._buffers: weakref.WeakSet[Buffer] = weakref.WeakSet()
         self._pool_lock = threading.Lock()

@@ -170,6 +170,18 @@ def test_registry_tracks_owners_through_pop_take_and_eviction():
     assert registry.take_owned("s2") == [] and len(registry) == 2
 
 
+def test_an_evicted_fence_is_put_in_error_so_its_waiters_end():
+    from driver._service_support import ServiceState
+    from driver.fences import ERROR, Fence
+
+    state = ServiceState(DriverDevice())
+    waited = Fence(client_created=True)
+    state.fences.add(waited)
+    for _ in range(state.fences.capacity):
+        state.fences.add(Fence(client_created=True))
+    assert waited.wait(0) == ERROR
+
+
 def test_session_table_clamps_leases_and_rejects_an_empty_id():
     released: list[str] = []
     table = SessionTable(lambda s, reason: released.append(s) or 0)
@@ -193,13 +205,12 @@ def test_an_expired_lease_releases_and_a_renewed_one_does_not():
     table = SessionTable(lambda s, reason: released.append(s) or 0)
     try:
         table.keep_alive("short", MIN_LEASE_MS)
-        table.keep_alive("renewed", MIN_LEASE_MS)
-        end = time.monotonic() + 1.0
-        while time.monotonic() < end:  # renew "renewed" well within its lease
-            table.keep_alive("renewed", MIN_LEASE_MS)
-            time.sleep(0.02)
+        table.keep_alive("long", 60_000)
+        before = table._expiry["long"]
+        table.keep_alive("long", 60_000)  # a renewal moves the expiry on
+        assert table._expiry["long"] > before
         _wait_for(lambda: "short" in released, what="expiry of 'short'")
-        assert "renewed" not in released and table.expired >= 1
+        assert "long" not in released and table.expired == 1 and len(table) == 1
     finally:
         table.close()
 
