@@ -28,8 +28,8 @@ from typing import Any, Generic, TypeVar
 import grpc
 
 from driver.faults import FaultSet, insufficient, model_operations
-from driver.sessions import SessionTable
 from driver.fences import Fence, FencedExecution
+from driver.sessions import SessionTable
 from driver.trace import Trace, brief
 from nnhal import convert as cv
 from nnhal._proto.v1_3 import types_pb2 as tpb

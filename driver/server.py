@@ -25,7 +25,6 @@ import grpc
 
 from driver._service_support import ServiceState
 from driver.faults import parse_toml
-from driver.sessions import SessionTable
 from driver.service import (
     GRPC_OPTIONS,
     BufferServicer,
@@ -34,6 +33,7 @@ from driver.service import (
     PreparedModelServicer,
     SyncFenceServicer,
 )
+from driver.sessions import SessionTable
 from nnhal import DEFAULT_ADDRESS
 from nnhal._proto.v1_3 import control_pb2 as cpb
 from nnhal._proto.v1_3 import control_pb2_grpc as cgrpc

@@ -104,7 +104,10 @@ class SessionTable:
         if released or running:
             log.info(
                 "session %s: %s; %d objects released, %d executions cancelled",
-                session, reason, released, len(running),
+                session,
+                reason,
+                released,
+                len(running),
             )
         return released
 
@@ -165,7 +168,7 @@ class SessionTable:
                     self.expired += 1
                 try:
                     self.end(session, "its lease expired (the client went away)")
-                except Exception:  # noqa: BLE001 - the reaper must survive a bad release
+                except Exception:
                     log.exception("session %s: releasing its objects failed", session)
 
     def close(self) -> None:

@@ -1,8 +1,8 @@
 """The client's side of a session (nnhal extension; the server's side is driver.sessions).
 
 ``ClientSession.open(channel)`` names the client with a random session id,
-``session.stub(...)`` wraps a stub so that each call sends it as the
-``nnhal-session`` metadata, and the session renews the lease with ``INnhalControl.keepAlive``
+which ``nnhal.client.Device`` sends as the ``nnhal-session`` metadata of
+every call (``header``), and renews the lease with ``INnhalControl.keepAlive``
 from a daemon thread every third of the lease. ``close()`` ends the session
 (the server releases whatever the client still holds); a client that dies
 stops renewing, and the server does the same once the lease runs out.
@@ -61,14 +61,10 @@ class ClientSession:
         session._thread.start()
         return session
 
-    def stub(self, stub: Any) -> Any:
-        """``stub`` with this session's metadata on every call.
-
-        (Per-call metadata rather than a channel interceptor: grpc's intercepted
-        channels create a multicallable per call, and one created while another
-        thread closes the channel can crash the process; seen with the
-        conformance runner, which closes the channel under calls it abandoned.)"""
-        return _MetadataStub(stub, ((SESSION_HEADER, self.id),))
+    @property
+    def header(self) -> tuple[str, str]:
+        """The metadata pair to send on every call (``nnhal.control.MetadataStub``)."""
+        return (SESSION_HEADER, self.id)
 
     def _renew(self, timeout: float, wait_for_ready: bool = False) -> float:
         request = cpb.KeepAliveRequest(session=self.id, leaseMillis=int(self.lease_s * 1000))
@@ -102,23 +98,5 @@ def close_quietly(session: Any) -> None:
     """For weakref.finalize: end the session of a Device that was never closed."""
     try:
         session.close()
-    except Exception:  # noqa: BLE001 - interpreter shutdown, closed channel...
-        pass
-
-
-class _MetadataStub:
-    """A gRPC stub whose calls carry extra metadata (any call form: unary or streaming)."""
-
-    def __init__(self, stub: Any, metadata: tuple[tuple[str, str], ...]) -> None:
-        self._stub = stub
-        self._metadata = metadata
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._stub, name)
-        extra = self._metadata
-
-        def call(request: Any, *args: Any, metadata: Any = None, **kwargs: Any) -> Any:
-            return method(request, *args, metadata=(*extra, *(metadata or ())), **kwargs)
-
-        setattr(self, name, call)  # bound once per method name
-        return call
+    except Exception as exc:  # noqa: BLE001 - interpreter shutdown, closed channel...
+        log.debug("session %s: not ended: %s", session.id, exc)

@@ -45,6 +45,7 @@ from nnhal._proto.v1_3 import device_pb2_grpc as dgrpc
 from nnhal._proto.v1_3 import prepared_model_pb2 as ppb
 from nnhal._proto.v1_3 import prepared_model_pb2_grpc as pgrpc
 from nnhal._proto.v1_3 import types_pb2 as tpb
+from nnhal.control import DEVICE_HEADER, MetadataStub
 from nnhal.errors import DeviceUnavailable, HalError, error_from_status
 from nnhal.types import (
     NO_TIMING,
@@ -175,16 +176,13 @@ def connect(
     stay on the server until it stops.
     """
     channel = grpc.insecure_channel(address, options=GRPC_OPTIONS)
-    if device:
-        from nnhal.control import select_device
-
-        channel = select_device(channel, device)
+    metadata = ((DEVICE_HEADER, device),) if device else ()
     # One real call (waiting for the connection up to the timeout) also checks that the
     # peer speaks this protocol. (grpc.channel_ready_future would make close() slow.)
     opened = None
     try:
         stub = dgrpc.IDeviceStub(channel)
-        stub.getStatus(dpb.DeviceQuery(), timeout=timeout, wait_for_ready=True)
+        stub.getStatus(dpb.DeviceQuery(), timeout=timeout, wait_for_ready=True, metadata=metadata)
         if session:
             opened = ClientSession.open(channel, lease_s, timeout)
     except grpc.RpcError as exc:
@@ -192,14 +190,18 @@ def connect(
         raise DeviceUnavailable(
             f"no nnhal driver answered at {address} within {timeout} s: {exc.code()}"
         ) from None
-    return Device(channel, address, session=opened)
+    return Device(channel, address, session=opened, metadata=metadata)
 
 
 class Device:
     """The client-side IDevice (not the driver's Device class)."""
 
     def __init__(
-        self, channel: grpc.Channel, address: str = "", session: ClientSession | None = None
+        self,
+        channel: grpc.Channel,
+        address: str = "",
+        session: ClientSession | None = None,
+        metadata: Sequence[tuple[str, str]] = (),
     ) -> None:
         self.channel = channel
         self.address = address
@@ -208,7 +210,12 @@ class Device:
         self._finalizer = (
             weakref.finalize(self, close_quietly, session) if session is not None else None
         )
-        wrap = session.stub if session is not None else (lambda stub: stub)
+        # the device name and the session go with every call as metadata
+        headers = (*metadata, *((session.header,) if session is not None else ()))
+
+        def wrap(stub: Any) -> Any:
+            return MetadataStub(stub, headers) if headers else stub
+
         self.stub = wrap(dgrpc.IDeviceStub(channel))
         self.prepared_model_stub = wrap(pgrpc.IPreparedModelStub(channel))
         self.buffer_stub = wrap(pgrpc.IBufferStub(channel))

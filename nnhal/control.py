@@ -2,7 +2,8 @@
 
 - ``select_device(channel, name)``: a channel whose every call carries the
   gRPC metadata ``nnhal-device: name`` (``nnhal.client.connect(..., device=)``);
-  ``with_header`` adds any such key (``nnhal-session``: ``nnhal._client_session``).
+  ``MetadataStub`` adds such keys per call instead (what ``nnhal.client.Device``
+  does, for ``nnhal-device`` and ``nnhal-session``).
 - ``list_devices(address)``: the server's devices (name, version, type), like
   the Android service manager's listing.
 - ``create_fence`` / ``signal_fence`` / ``wait_fence``: client sync fences for
@@ -56,13 +57,32 @@ class _Header(
         return continuation(self._details(details), it)
 
 
-def with_header(channel: grpc.Channel, key: str, value: str) -> grpc.Channel:
-    """``channel`` with the gRPC metadata ``key: value`` added to every call."""
-    return grpc.intercept_channel(channel, _Header(key, value))
-
-
 def select_device(channel: grpc.Channel, name: str) -> grpc.Channel:
-    return with_header(channel, DEVICE_HEADER, name)
+    """``channel`` with ``nnhal-device: name`` on every call (a channel interceptor)."""
+    return grpc.intercept_channel(channel, _Header(DEVICE_HEADER, name))
+
+
+class MetadataStub:
+    """A gRPC stub whose calls carry extra metadata (any call form: unary or streaming).
+
+    Per-call metadata rather than a channel interceptor: grpc's intercepted
+    channels create a multicallable per call, and one created while another
+    thread closes the channel can crash the process (seen with the conformance
+    runner, which closes the channel under calls it abandoned)."""
+
+    def __init__(self, stub: Any, metadata: tuple[tuple[str, str], ...]) -> None:
+        self.wrapped = stub
+        self._metadata = metadata
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.wrapped, name)
+        extra = self._metadata
+
+        def call(request: Any, *args: Any, metadata: Any = None, **kwargs: Any) -> Any:
+            return method(request, *args, metadata=(*extra, *(metadata or ())), **kwargs)
+
+        setattr(self, name, call)  # bound once per method name
+        return call
 
 
 def _ok(reply: Any) -> Any:

@@ -572,4 +572,3 @@ def combine_dimensions(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...
             return None
         out.append(x or y)
     return tuple(out)
-
