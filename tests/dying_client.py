@@ -52,7 +52,16 @@ def main() -> None:
         # in shared memory: the server maps the client's segment while it runs
         loop.execute(loop_inputs, loop_timeout_ns=15 * 10**9, memory="shared")
 
+    def endless_burst() -> None:  # bursts have the default 2 s loop timeout: again and again
+        with loop.burst() as stream:
+            while True:
+                try:
+                    stream.execute(loop_inputs)
+                except Exception:  # noqa: BLE001 - MISSED_DEADLINE_*, expected
+                    pass
+
     threading.Thread(target=endless, daemon=True).start()
+    threading.Thread(target=endless_burst, daemon=True).start()
     time.sleep(1.0)  # the execution has reached the server
     ids = {
         "session": device.session.id,

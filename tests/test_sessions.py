@@ -292,8 +292,8 @@ def test_a_call_that_ends_early_cancels_its_execution(server):
 @pytest.mark.timeout(120)
 def test_a_killed_client_process_leaves_nothing_behind(server):
     """SIGKILL a real client holding a prepared model, a driver buffer, a client fence, a
-    fenced execution waiting for it, an open burst and an endless execution in shared
-    memory."""
+    fenced execution waiting for it, an open burst, a burst running endless loops and an
+    endless execution in shared memory."""
     mappings_before = _shm_mappings()
     child = subprocess.Popen(
         [sys.executable, str(REPO / "tests" / "dying_client.py"), server, "0.5"],
@@ -325,19 +325,26 @@ def test_a_killed_client_process_leaves_nothing_behind(server):
     assert _gone(server, "fence", ids["fenced_sync_fence"])
     loop_id = ids["prepared"][1]
 
-    def cancelled() -> list:
-        with control.Control(server) as ctl:
-            return [
-                e
-                for e in ctl.trace()
-                if e["method"] == "executeSynchronously_1_3"
-                and e["args"].get("preparedModel") == loop_id
-                and "execution cancelled" in e["message"]
-            ]
+    def cancelled(method: str):
+        def find() -> list:
+            with control.Control(server) as ctl:
+                return [
+                    e
+                    for e in ctl.trace()
+                    if e["method"] == method
+                    and e["args"].get("preparedModel") in (loop_id, None)
+                    and "execution cancelled" in e.get("message", "")
+                ]
+
+        return find
 
     # well below the 15 s loop timeout: the endless execution was stopped, not timed out
-    (entry,) = _wait_for(cancelled, timeout_s=10.0, what="the cancelled endless execution")
+    (entry,) = _wait_for(
+        cancelled("executeSynchronously_1_3"), 10.0, "the cancelled endless execution"
+    )
     assert entry["status"] == "GENERAL_FAILURE"
+    (burst,) = _wait_for(cancelled("configureExecutionBurst"), 10.0, "the cancelled burst")
+    assert burst["status"] == "GENERAL_FAILURE"
     if mappings_before is not None:  # the server unmapped the dead client's segment
         _wait_for(lambda: _shm_mappings() == mappings_before, what="unmapping of the segment")
     # and the server serves the next client as before
