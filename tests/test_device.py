@@ -122,7 +122,9 @@ class FakeCompiled:
         self.results = results
         self.calls: list[dict] = []
 
-    def run(self, inputs, *, deadline_ns=None, loop_timeout_ns=LOOP_TIMEOUT_DEFAULT_NS):
+    def run(
+        self, inputs, *, deadline_ns=None, loop_timeout_ns=LOOP_TIMEOUT_DEFAULT_NS, cancel=None
+    ):
         self.calls.append(
             {"inputs": inputs, "deadline_ns": deadline_ns, "loop_timeout_ns": loop_timeout_ns}
         )
