@@ -1,26 +1,42 @@
-"""CONV_2D, DEPTHWISE_CONV_2D, GROUPED_CONV_2D, TRANSPOSE_CONV_2D: tables of rows.
+"""CONV_2D, DEPTHWISE_CONV_2D, GROUPED_CONV_2D, TRANSPOSE_CONV_2D: tables of positive rows.
 
-Positive rows compare with direct references written here (a loop over the
-output positions of small inputs, on real values); negative rows check the
-InvalidArgument messages; run-time rows the GENERAL_FAILURE of shapes only
-known at execution.
+The rows compare with direct references written here (a loop over the output
+positions of small inputs, on real values). Negative rows and run-time
+failures: tests/test_ops_conv_invalid.py; shared operands: tests/conv_operands.py.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
 import numpy as np
 import pytest
+from conv_operands import (
+    B1,
+    F16,
+    F32,
+    FALSE,
+    PC_SCALES,
+    S8,
+    SAME,
+    TRUE,
+    U8,
+    VALID,
+    W1,
+    WPC,
+    WPC_S8,
+    WQ,
+    WS,
+    X1,
+    XN,
+    XQ,
+    XS,
+    bias_for,
+    ints,
+    per_channel,
+)
 from ops_harness import (
     NONE,
-    RNG,
-    Bad,
     Row,
-    X,
     act,
-    assert_matches,
-    context,
     f16,
     f32,
     i32,
@@ -30,61 +46,13 @@ from ops_harness import (
     relu1,
     relu6,
     s8,
-    scalar,
-    t,
     u8,
 )
 
 from driver.ops import conv as conv_ops
-from driver.ops.registry import validate_operation
-from nnhal.errors import GeneralFailure
 from nnhal.types import FusedActivationFunc as Act
 from nnhal.types import HalVersion as V
-from nnhal.types import OperandType as T
 from nnhal.types import OperationType as Op
-from nnhal.types import SymmPerChannelQuantParams
-
-F32, F16, U8, S8 = (
-    T.TENSOR_FLOAT32,
-    T.TENSOR_FLOAT16,
-    T.TENSOR_QUANT8_ASYMM,
-    T.TENSOR_QUANT8_ASYMM_SIGNED,
-)
-SAME, VALID = 1, 2
-TRUE, FALSE = scalar(True, T.BOOL), scalar(False, T.BOOL)
-
-
-@dataclass(frozen=True)
-class PerChannel(X):
-    """A TENSOR_QUANT8_SYMM_PER_CHANNEL operand (channelQuant scales along channel_dim)."""
-
-    scales: tuple = ()
-    channel_dim: int = 0
-
-    def info(self):
-        params = SymmPerChannelQuantParams(tuple(self.scales), self.channel_dim)
-        return replace(super().info(), extraParams=params)
-
-    def real(self) -> np.ndarray:
-        shape = [1] * self.data.ndim
-        shape[self.channel_dim] = -1
-        return self.data.astype(np.float64) * np.reshape(self.scales, shape)
-
-
-def per_channel(shape, scales, channel_dim=0, const=True) -> PerChannel:
-    data = RNG.integers(-127, 127, shape, endpoint=True, dtype=np.int8)
-    return PerChannel(
-        T.TENSOR_QUANT8_SYMM_PER_CHANNEL, data, "data", 0.0, 0, const, tuple(scales), channel_dim
-    )
-
-
-def ints(*values) -> list[X]:
-    return [scalar(v) for v in values]
-
-
-def bias_for(n: int, scale: float) -> X:
-    return i32((n,), scale=scale, const=True)
-
 
 # ---------------------------------------------------------------------------
 # References (NHWC, real values)
@@ -169,16 +137,6 @@ def quant_bias(scale_in: float, scales) -> callable:
 # Rows
 # ---------------------------------------------------------------------------
 
-X1 = f32((2, 5, 6, 3))
-W1, B1 = f32((4, 3, 3, 3), const=True), f32((4,), const=True)
-XQ = u8((1, 5, 5, 3), scale=0.05, zp=120)
-WQ = u8((4, 3, 3, 3), scale=0.02, zp=130, const=True)
-XS = s8((1, 5, 5, 3), scale=0.05, zp=-3)
-WS = s8((4, 3, 3, 3), scale=0.02, zp=4, const=True)
-PC_SCALES = (0.01, 0.02, 0.005, 0.03)
-WPC = per_channel((4, 3, 3, 3), PC_SCALES)
-WPC_S8 = per_channel((4, 2, 2, 3), PC_SCALES)
-XN = f32((1, 3, 6, 5))  # NCHW: C=3, H=6, W=5
 
 CONV_ROWS = [
     Row(
@@ -630,343 +588,3 @@ def test_zero_batch():
         lambda x, w, b: np.zeros((0, 4, 4, 3)),
     )
     row.check()
-
-
-# ---------------------------------------------------------------------------
-# Negative rows
-# ---------------------------------------------------------------------------
-
-F32_OUT = out(F32)
-GOOD = [X1, W1, B1, *ints(SAME, 1, 1), NONE]
-
-BAD_ROWS = [
-    Bad("conv-too-few", Op.CONV_2D, GOOD[:6], [F32_OUT], r"expected 7 to 13 inputs, got 6"),
-    Bad(
-        "conv-9-inputs",
-        Op.CONV_2D,
-        [*GOOD, FALSE, scalar(1)],
-        [F32_OUT],
-        r"only one dilation factor.*input 8",
-    ),
-    Bad(
-        "conv-8-int-inputs",
-        Op.CONV_2D,
-        [*GOOD, scalar(1)],
-        [F32_OUT],
-        r"cannot tell implicit from explicit padding: 8 inputs with input 7 of type INT32",
-    ),
-    Bad(
-        "conv-filter-type",
-        Op.CONV_2D,
-        [X1, f16((4, 3, 3, 3)), B1, *GOOD[3:]],
-        [F32_OUT],
-        r"input 1 \(filter\) has type TENSOR_FLOAT16",
-    ),
-    Bad(
-        "conv-bias-type-quant",
-        Op.CONV_2D,
-        [XQ, WQ, u8((4,)), *GOOD[3:]],
-        [out(U8, scale=1.0)],
-        r"input 2 \(bias\) has type TENSOR_QUANT8_ASYMM.*TENSOR_INT32",
-    ),
-    Bad(
-        "conv-per-channel-f32",
-        Op.CONV_2D,
-        [X1, WPC, B1, *GOOD[3:]],
-        [F32_OUT],
-        r"input 1 \(filter\) has type TENSOR_QUANT8_SYMM_PER_CHANNEL",
-    ),
-    Bad(
-        "conv-layout-int",
-        Op.CONV_2D,
-        [*GOOD[:3], *ints(0, 0, 0, 0, 1, 1, 0), scalar(1)],
-        [F32_OUT],
-        r"input 10 \(layout\) has type INT32; with TENSOR_FLOAT32 supported: BOOL",
-    ),
-    Bad(
-        "conv-stride-bool",
-        Op.CONV_2D,
-        [*GOOD[:4], TRUE, *GOOD[5:]],
-        [F32_OUT],
-        r"input 4 \(stride_width\|padding_right\) has type BOOL; .*supported: INT32",
-    ),
-    Bad(
-        "conv-input-rank",
-        Op.CONV_2D,
-        [f32((5, 6, 3)), W1, B1, *GOOD[3:]],
-        [F32_OUT],
-        r"input 0 has rank 3; it must have rank 4",
-    ),
-    Bad(
-        "conv-bias-rank",
-        Op.CONV_2D,
-        [X1, W1, f32((4, 1)), *GOOD[3:]],
-        [F32_OUT],
-        r"input 2 has rank 2; it must have rank 1",
-    ),
-    Bad(
-        "conv-channels",
-        Op.CONV_2D,
-        [f32((1, 5, 5, 2)), W1, B1, *GOOD[3:]],
-        [F32_OUT],
-        r"filter\) has 3 channels \(axis 3\); the input has 2",
-    ),
-    Bad(
-        "conv-bias-size",
-        Op.CONV_2D,
-        [X1, W1, f32((3,)), *GOOD[3:]],
-        [F32_OUT],
-        r"input 2 \(bias\) has 3 elements; there are 4 output channels",
-    ),
-    Bad(
-        "conv-padding-code",
-        Op.CONV_2D,
-        [*GOOD[:3], *ints(3, 1, 1), NONE],
-        [F32_OUT],
-        r"input 3 \(padding\) is 3; supported: SAME \(1\), VALID \(2\)",
-    ),
-    Bad(
-        "conv-stride-zero",
-        Op.CONV_2D,
-        [*GOOD[:3], *ints(SAME, 0, 1), NONE],
-        [F32_OUT],
-        r"input 4 \(stride_width\) is 0; it must be >= 1",
-    ),
-    Bad(
-        "conv-negative-pad",
-        Op.CONV_2D,
-        [*GOOD[:3], *ints(-1, 0, 0, 0, 1, 1), NONE],
-        [F32_OUT],
-        r"input 3 \(padding_left\) is -1; it must be >= 0",
-    ),
-    Bad(
-        "conv-dilation-zero",
-        Op.CONV_2D,
-        [*GOOD, FALSE, *ints(1, 0)],
-        [F32_OUT],
-        r"input 9 \(dilation_height\) is 0",
-    ),
-    Bad(
-        "conv-pad-exceeds-filter",
-        Op.CONV_2D,
-        [*GOOD[:3], *ints(3, 0, 0, 0, 1, 1), NONE],
-        [F32_OUT],
-        r"padding left is 3; it must be smaller than the filter width \(3\)",
-    ),
-    Bad(
-        "conv-output-empty",
-        Op.CONV_2D,
-        [f32((1, 2, 2, 3)), W1, B1, *ints(VALID, 1, 1), NONE],
-        [F32_OUT],
-        r"output height would be 0",
-    ),
-    Bad(
-        "conv-activation",
-        Op.CONV_2D,
-        [*GOOD[:6], scalar(7)],
-        [F32_OUT],
-        r"input 6 \(activation\) has value 7",
-    ),
-    Bad(
-        "conv-stride-not-constant",
-        Op.CONV_2D,
-        [*GOOD[:4], scalar(1, const=False), *GOOD[5:]],
-        [F32_OUT],
-        r"input 4 \(stride_width\|padding_right\) must be a constant",
-    ),
-    Bad(
-        "conv-bias-scale",
-        Op.CONV_2D,
-        [XQ, WQ, bias_for(4, 0.5), *GOOD[3:]],
-        [out(U8, scale=1.0)],
-        r"input 2 \(bias\) has scale 0.5; it must equal input scale \* filter scale",
-    ),
-    Bad(
-        "conv-per-channel-dim",
-        Op.CONV_2D,
-        [XQ, per_channel((4, 3, 3, 3), (0.1, 0.1, 0.1), 3), i32((4,)), *GOOD[3:]],
-        [out(U8, scale=1.0)],
-        r"input 1 \(filter\) has channelQuant.channelDim 3; it must be 0",
-    ),
-    Bad(
-        "conv-output-type",
-        Op.CONV_2D,
-        GOOD,
-        [out(F16)],
-        r"output 0 \(output\) has type TENSOR_FLOAT16",
-    ),
-    Bad(
-        "depthwise-filter-axis0",
-        Op.DEPTHWISE_CONV_2D,
-        [X1, f32((2, 3, 3, 3)), f32((3,)), *ints(SAME, 1, 1, 1), NONE],
-        [F32_OUT],
-        r"has 2 on axis 0; a depthwise filter has 1",
-    ),
-    Bad(
-        "depthwise-multiplier",
-        Op.DEPTHWISE_CONV_2D,
-        [X1, f32((1, 3, 3, 6)), f32((6,)), *ints(SAME, 1, 1, 3), NONE],
-        [F32_OUT],
-        r"6 output channels \(axis 3\); it must be input channels \(3\) \* depth_multiplier \(3\)",
-    ),
-    Bad(
-        "depthwise-multiplier-zero",
-        Op.DEPTHWISE_CONV_2D,
-        [X1, f32((1, 3, 3, 3)), f32((3,)), *ints(SAME, 1, 1, 0), NONE],
-        [F32_OUT],
-        r"input 6 \(depth_multiplier\) is 0",
-    ),
-    Bad(
-        "depthwise-arity",
-        Op.DEPTHWISE_CONV_2D,
-        [X1, f32((1, 3, 3, 3)), f32((3,)), *ints(SAME, 1, 1), NONE],
-        [F32_OUT],
-        r"expected 8 to 14 inputs, got 7",
-    ),
-    Bad(
-        "depthwise-per-channel-dim",
-        Op.DEPTHWISE_CONV_2D,
-        [XQ, per_channel((1, 3, 3, 3), (0.1,), 0), i32((3,)), *ints(SAME, 1, 1, 1), NONE],
-        [out(U8, scale=1.0)],
-        r"channelQuant.channelDim 0; it must be 3",
-    ),
-    Bad(
-        "grouped-no-layout",
-        Op.GROUPED_CONV_2D,
-        [X1, W1, B1, *ints(SAME, 1, 1, 1), NONE],
-        [F32_OUT],
-        r"expected 9 to 12 inputs, got 8",
-    ),
-    Bad(
-        "grouped-10-inputs",
-        Op.GROUPED_CONV_2D,
-        [X1, W1, B1, *ints(SAME, 1, 1, 1), NONE, FALSE, scalar(1)],
-        [F32_OUT],
-        r"10 inputs; with implicit padding the operation takes 9",
-    ),
-    Bad(
-        "grouped-channels",
-        Op.GROUPED_CONV_2D,
-        [f32((1, 5, 5, 4)), f32((4, 3, 3, 3)), f32((4,)), *ints(SAME, 1, 1, 2), NONE, FALSE],
-        [F32_OUT],
-        r"3 channels per group \(axis 3\); times groups \(2\) it must equal the input channels \(4\)",
-    ),
-    Bad(
-        "grouped-out-multiple",
-        Op.GROUPED_CONV_2D,
-        [f32((1, 5, 5, 4)), f32((3, 3, 3, 2)), f32((3,)), *ints(SAME, 1, 1, 2), NONE, FALSE],
-        [F32_OUT],
-        r"3 output channels; not a multiple of groups \(2\)",
-    ),
-    Bad(
-        "transpose-arity",
-        Op.TRANSPOSE_CONV_2D,
-        [X1, W1, B1, *ints(0, 0, 0, 0, 1, 1), NONE],
-        [F32_OUT],
-        r"expected 9 \(implicit padding\) or 11 \(explicit padding\) inputs, got 10",
-    ),
-    Bad(
-        "transpose-output-shape-type",
-        Op.TRANSPOSE_CONV_2D,
-        [X1, W1, B1, scalar(1), *ints(SAME, 1, 1), NONE, FALSE],
-        [F32_OUT],
-        r"input 3 \(output_shape\) has type INT32; it must be TENSOR_INT32",
-    ),
-    Bad(
-        "transpose-output-shape-size",
-        Op.TRANSPOSE_CONV_2D,
-        [X1, W1, B1, ivec([1, 2, 3]), *ints(SAME, 1, 1), NONE, FALSE],
-        [F32_OUT],
-        r"input 3 \(output_shape\) has shape \[3\]; it must be \[4\]",
-    ),
-    Bad(
-        "transpose-negative-left",
-        Op.TRANSPOSE_CONV_2D,
-        [X1, W1, B1, *ints(-1, 0, 0, 0, 1, 1), NONE, FALSE],
-        [F32_OUT],
-        r"input 3 \(padding_left\) is -1",
-    ),
-    Bad(
-        "transpose-channels",
-        Op.TRANSPOSE_CONV_2D,
-        [f32((1, 3, 3, 2)), W1, B1, *ints(0, 0, 0, 0, 1, 1), NONE, FALSE],
-        [F32_OUT],
-        r"3 input channels \(axis 3\); the input has 2",
-    ),
-    Bad(
-        "transpose-empty-output",
-        Op.TRANSPOSE_CONV_2D,
-        [f32((1, 1, 1, 3)), W1, B1, *ints(2, 2, 0, 0, 1, 1), NONE, FALSE],
-        [F32_OUT],
-        r"output would be 3 x -1",
-    ),
-    Bad(
-        "transpose-layout-type",
-        Op.TRANSPOSE_CONV_2D,
-        [X1, W1, B1, *ints(0, 0, 0, 0, 1, 1), NONE, scalar(0)],
-        [F32_OUT],
-        r"input 10 \(layout\) has type INT32; .*supported: BOOL",
-    ),
-]
-
-
-@pytest.mark.parametrize("row", BAD_ROWS, ids=lambda r: r.id)
-def test_invalid(row: Bad):
-    row.check()
-
-
-# ---------------------------------------------------------------------------
-# Run-time failures: shapes only known at execution
-# ---------------------------------------------------------------------------
-
-RUNTIME_BAD = [
-    (
-        "conv-channels",
-        Op.CONV_2D,
-        [t(F32, (1, 4, 4, 2), dims=(1, 0, 0, 0)), W1, B1, *ints(SAME, 1, 1), NONE],
-        r"CONV_2D .*filter\) has 3 channels \(axis 3\); the input has 2",
-    ),
-    (
-        "conv-too-small",
-        Op.CONV_2D,
-        [t(F32, (1, 2, 2, 3), dims=(1, 0, 0, 3)), W1, B1, *ints(VALID, 1, 1), NONE],
-        r"output height would be 0",
-    ),
-    (
-        "depthwise-multiplier",
-        Op.DEPTHWISE_CONV_2D,
-        [
-            t(F32, (1, 4, 4, 2), dims=(1, 4, 4, 0)),
-            f32((1, 3, 3, 6)),
-            f32((6,)),
-            *ints(SAME, 1, 1, 2),
-            NONE,
-        ],
-        r"it must be input channels \(2\) \* depth_multiplier \(2\)",
-    ),
-    (
-        "transpose-output-shape-values",
-        Op.TRANSPOSE_CONV_2D,
-        [
-            X1,
-            W1,
-            B1,
-            t(T.TENSOR_INT32, (3,), data=[1, 2, 3], dims=(0,)),
-            *ints(SAME, 1, 1),
-            NONE,
-            FALSE,
-        ],
-        r"input 3 \(output_shape\) has 3 values; it must have 4",
-    ),
-]
-
-
-@pytest.mark.parametrize("case", RUNTIME_BAD, ids=lambda c: c[0])
-def test_runtime_failure(case):
-    _, op, ins, pattern = case
-    ctx = context(op, ins, [F32_OUT])
-    validate_operation(ctx)
-    kernel = ctx.op.execute(ctx)
-    with pytest.raises(GeneralFailure) as err:
-        kernel(*[x.data for x in ins if x.is_tensor])
-    assert_matches(err.value.message, pattern)
