@@ -4,6 +4,8 @@
 - ``server_address``: "host:port" of a gRPC server on 127.0.0.1 (ephemeral port) serving
   ``driver_device``; started once per session, stopped at the end.
 - ``client_device``: an ``nnhal.client.Device`` connected to it, closed after the test.
+- ``shapes_mode``: runs an executor test twice, with shape proofs and with
+  ``NNHAL_STRICT_SHAPES=1``.
 """
 
 from __future__ import annotations
@@ -40,3 +42,11 @@ def client_device(server_address: str):
         yield device
     finally:
         device.close()
+
+
+@pytest.fixture(params=["proven", "strict"])
+def shapes_mode(request, monkeypatch):
+    """Run executor tests with shape proofs and with NNHAL_STRICT_SHAPES=1."""
+    if request.param == "strict":
+        monkeypatch.setenv("NNHAL_STRICT_SHAPES", "1")
+    return request.param

@@ -1,4 +1,4 @@
-"""Shared harness of the operation tables (test_ops.py, test_ops_invalid.py).
+"""Shared harness of the operation tables (tests/test_ops*.py).
 
 A row builds an OpContext from OperandInfo values, runs ``validate_operation``
 (checking the HAL version), ``prepare`` (checking the inferred shape) and
@@ -6,6 +6,11 @@ A row builds an OpContext from OperandInfo values, runs ``validate_operation``
 are dequantized and the real result is quantized with the output's scale and
 zero point, so they do not share the fixed-point arithmetic under test;
 quantized results may differ by one unit, as the vectors' tolerance allows.
+
+``NoValue`` / ``no_value`` / ``runtime_none`` give omitted inputs, and
+``run_model`` runs one operation as a whole model through the executor (the
+``shapes_mode`` fixture, in conftest.py, runs such tests with and without
+shape proofs).
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pytest
 
+from driver.executor import compile_model
 from driver.ops import quant
 from driver.ops.registry import OpContext, OperandInfo, lookup, validate_operation
+from nnhal.builder import ModelBuilder
 from nnhal.errors import InvalidArgument
 from nnhal.types import OPERAND_TYPE_INFO
 from nnhal.types import FusedActivationFunc as Act
@@ -241,3 +248,53 @@ class Bad:
 
 def assert_matches(message: str, pattern: str) -> None:
     assert re.search(pattern, message), f"{message!r} does not match {pattern!r}"
+
+
+# ---------------------------------------------------------------------------
+# Omitted inputs, and one operation run as a whole model
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NoValue(X):
+    """An optional tensor input given as NO_VALUE (the kernel receives None)."""
+
+    def info(self) -> OperandInfo:
+        return OperandInfo(self.type, (0,), omitted=True)
+
+
+def no_value(type_: T = T.TENSOR_INT32) -> NoValue:
+    return NoValue(type_, None, (0,))
+
+
+def runtime_none(type_: T = T.TENSOR_INT32, dims=(0,)) -> X:
+    """A tensor that is a model input given no value at run time (kernel gets None)."""
+    return X(type_, None, dims)
+
+
+def run_model(op: Op, inputs: list[tuple], outputs: list[tuple]) -> list[np.ndarray]:
+    """One operation as a whole model, compiled and run by the executor.
+
+    ``inputs``: ``("in", type, array[, scale, zp])`` a model input with its
+    value; ``("in?", type, dims)`` a model input given no value;
+    ``("const", type, value[, scale, zp])``; ``("none", type)`` NO_VALUE.
+    ``outputs``: ``(type, dims[, scale, zp])``. Returns the output arrays.
+    """
+    mb = ModelBuilder()
+    g = mb.main
+    operands, values = [], []
+    for kind, type_, value, *qparams in inputs:
+        if kind == "const":
+            operands.append(g.constant(type_, value, None, *qparams))
+        elif kind == "none":
+            operands.append(g.no_value(type_))
+        elif kind == "in?":
+            operands.append(g.input(type_, value))
+            values.append(None)
+        else:
+            array = np.asarray(value)
+            operands.append(g.input(type_, array.shape, *qparams))
+            values.append(array)
+    outs = [g.output(type_, dims, *qparams) for type_, dims, *qparams in outputs]
+    g.operation(op, operands, outs)
+    return compile_model(mb.build()).run(values)

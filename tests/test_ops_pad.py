@@ -10,11 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ops_harness import Bad, Row, X, context, f16, f32, i32, ivec, out, s8, scalar, u8
-from test_ops_shaping import (
-    run_model,
-    shapes_mode,  # noqa: F401  (a fixture, used by name)
-)
+from ops_harness import Bad, Row, X, context, f16, f32, i32, ivec, out, run_model, s8, scalar, u8
 
 from driver.ops.registry import validate_operation
 from nnhal.errors import GeneralFailure

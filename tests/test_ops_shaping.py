@@ -6,85 +6,35 @@ INVALID_ARGUMENT naming the operation, the operand and the rule (see
 ops_harness.py). Whole small models run through the executor check what the
 rows cannot: NO_VALUE and run-time omitted tensors, parameters that are model
 inputs, late-bound scalars, and that prepare agrees with the kernel.
-
-This module also holds the helpers the other shaping tables import
-(``NoValue``, ``runtime_none``, ``run_model``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pytest
-from ops_harness import Bad, Row, X, f16, f32, i32, ivec, out, s8, scalar, u8
+from ops_harness import (
+    Bad,
+    Row,
+    X,
+    f16,
+    f32,
+    i32,
+    ivec,
+    no_value,
+    out,
+    run_model,
+    runtime_none,
+    s8,
+    scalar,
+    u8,
+)
 
-from driver.executor import compile_model
-from driver.ops.registry import OperandInfo
-from nnhal.builder import ModelBuilder
 from nnhal.errors import GeneralFailure
 from nnhal.types import HalVersion as V
 from nnhal.types import OperandType as T
 from nnhal.types import OperationType as Op
 
 F32_OUT = out(T.TENSOR_FLOAT32)
-
-# ---------------------------------------------------------------------------
-# Helpers shared by the shaping tables
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class NoValue(X):
-    """An optional tensor input given as NO_VALUE (the kernel receives None)."""
-
-    def info(self) -> OperandInfo:
-        return OperandInfo(self.type, (0,), omitted=True)
-
-
-def no_value(type_: T = T.TENSOR_INT32) -> NoValue:
-    return NoValue(type_, None, (0,))
-
-
-def runtime_none(type_: T = T.TENSOR_INT32, dims=(0,)) -> X:
-    """A tensor that is a model input given no value at run time (kernel gets None)."""
-    return X(type_, None, dims)
-
-
-def run_model(op: Op, inputs: list[tuple], outputs: list[tuple]) -> list[np.ndarray]:
-    """One operation as a whole model, compiled and run by the executor.
-
-    ``inputs``: ``("in", type, array[, scale, zp])`` a model input with its
-    value; ``("in?", type, dims)`` a model input given no value;
-    ``("const", type, value[, scale, zp])``; ``("none", type)`` NO_VALUE.
-    ``outputs``: ``(type, dims[, scale, zp])``. Returns the output arrays.
-    """
-    mb = ModelBuilder()
-    g = mb.main
-    operands, values = [], []
-    for kind, type_, value, *quant in inputs:
-        if kind == "const":
-            operands.append(g.constant(type_, value, None, *quant))
-        elif kind == "none":
-            operands.append(g.no_value(type_))
-        elif kind == "in?":
-            operands.append(g.input(type_, value))
-            values.append(None)
-        else:
-            array = np.asarray(value)
-            operands.append(g.input(type_, array.shape, *quant))
-            values.append(array)
-    outs = [g.output(type_, dims, *quant) for type_, dims, *quant in outputs]
-    g.operation(op, operands, outs)
-    return compile_model(mb.build()).run(values)
-
-
-@pytest.fixture(params=["proven", "strict"])
-def shapes_mode(request, monkeypatch):
-    """Run executor tests with shape proofs and with NNHAL_STRICT_SHAPES=1."""
-    if request.param == "strict":
-        monkeypatch.setenv("NNHAL_STRICT_SHAPES", "1")
-    return request.param
 
 
 def _squeeze(x, axes):

@@ -10,10 +10,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from ops_harness import WHERE, Bad, Row, X, assert_matches, f16, f32, i32, ivec, out, s8, scalar, u8
-from test_ops_shaping import (
+from ops_harness import (
+    WHERE,
+    Bad,
+    Row,
+    X,
+    assert_matches,
+    f16,
+    f32,
+    i32,
+    ivec,
+    out,
     run_model,
-    shapes_mode,  # noqa: F401  (a fixture, used by name)
+    s8,
+    scalar,
+    u8,
 )
 
 from driver.ops.registry import OpContext, lookup, validate_operation

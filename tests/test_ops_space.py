@@ -13,11 +13,20 @@ from itertools import product
 
 import numpy as np
 import pytest
-from ops_harness import Bad, Row, context, f16, f32, i32, ivec, out, s8, scalar, u8
-from test_ops_shaping import (
+from ops_harness import (
+    Bad,
+    Row,
+    context,
+    f16,
+    f32,
+    i32,
+    ivec,
     no_value,
+    out,
     run_model,
-    shapes_mode,  # noqa: F401  (a fixture, used by name)
+    s8,
+    scalar,
+    u8,
 )
 
 from driver.ops.registry import validate_operation

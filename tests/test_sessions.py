@@ -296,7 +296,7 @@ def test_a_killed_client_process_leaves_nothing_behind(server):
     endless execution in shared memory."""
     mappings_before = _shm_mappings()
     child = subprocess.Popen(
-        [sys.executable, str(REPO / "tests" / "dying_client.py"), server, "0.5"],
+        [sys.executable, str(REPO / "tests" / "dying_client.py"), server, "2.0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
