@@ -12,8 +12,8 @@ import math
 
 import numpy as np
 import pytest
+from multi_output_harness import MultiRow, deq, literal_nms, quantize, soft_drop
 from ops_harness import Bad, context, f16, f32, i32, out, s8, scalar, t, u8
-from test_ops_roi import MultiRow, deq, literal_nms, quantize, soft_drop
 
 from driver.ops._box_util import hard_suppress, nms, soft_suppress
 from driver.ops.registry import validate_operation

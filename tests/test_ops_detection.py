@@ -12,8 +12,8 @@ import math
 
 import numpy as np
 import pytest
+from multi_output_harness import MultiRow, deq, literal_nms, quantize
 from ops_harness import Bad, context, f16, f32, out, s8, scalar, t, u8
-from test_ops_roi import MultiRow, deq, literal_nms, quantize
 
 from driver.ops.registry import validate_operation
 from nnhal.errors import GeneralFailure
