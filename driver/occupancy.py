@@ -80,8 +80,9 @@ class ClientQuota:
         with self._lock:
             return len(self._live(client))
 
-    def add(self, client: str, obj: Any) -> int:
-        """Register ``obj`` for ``client`` and return its id, or raise
+    def add(self, client: str, obj: Any, owner: str | None = None) -> int:
+        """Register ``obj`` for ``client`` (``owner``: its session, for the registry) and
+        return its id, or raise
         RESOURCE_EXHAUSTED_TRANSIENT when the client already holds ``limit``."""
         with self._lock:
             live = self._live(client)
@@ -91,7 +92,7 @@ class ClientQuota:
                     f"at most {self.limit} per client (limit {self.key}); release some first",
                     transient=True,
                 )
-            key = self.registry.add(obj)
+            key = self.registry.add(obj, owner=owner)
             live.add(key)
             self._owned[client] = live
             self._adds += 1
