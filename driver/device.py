@@ -443,4 +443,4 @@ class Device:
         from driver.buffers import allocate
         from nnhal.types import BufferDesc
 
-        return allocate(desc or BufferDesc(), preparedModels, inputRoles, outputRoles)
+        return allocate(desc or BufferDesc(), preparedModels, inputRoles, outputRoles, self.limits)

@@ -158,6 +158,13 @@ def parse_limit_options(options: Iterable[str]) -> dict[str, int]:
     return values
 
 
+def with_limits(profile: Any, overrides: Mapping[str, int]) -> Any:
+    """A profile with ``overrides`` (``--limit``) over its [limits] table."""
+    if not overrides:
+        return profile
+    return replace(profile, limits=replace(profile.limits, **overrides))
+
+
 def limits_of(device: Any) -> Limits:
     """The limits of a driver device (its profile's), defaults for other objects."""
     limits = getattr(getattr(device, "profile", None), "limits", None)
@@ -396,4 +403,5 @@ __all__ = [
     "parse_limit_options",
     "parse_limits",
     "too_big",
+    "with_limits",
 ]
