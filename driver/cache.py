@@ -327,9 +327,7 @@ class CompilationCache:
         return info, body, data
 
     @staticmethod
-    def rebuild(
-        header: dict, body: bytes, data: bytes, max_tensor_bytes: int | None = None
-    ) -> Any:
+    def rebuild(header: dict, body: bytes, data: bytes, max_tensor_bytes: int | None = None) -> Any:
         """Compile an authenticated cache (validation and support were proven when saved)."""
         from driver.executor import compile_model
         from driver.executor.operands import map_model_pools

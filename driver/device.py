@@ -38,6 +38,7 @@ from driver.executor import compile_model
 from driver.executor.operands import map_model_pools, operand_info
 from driver.extensions import ExtensionSet, PluginBackend, compiling, extension_query
 from driver.limits import (
+    TensorLimitBackend,
     check_declared_tensors,
     check_model_size,
     check_nesting,
@@ -45,7 +46,6 @@ from driver.limits import (
     nesting_depths,
     nesting_reason,
     out_of_memory,
-    TensorLimitBackend,
 )
 from driver.ops import registry
 from driver.ops.registry import OpContext, OperandInfo

@@ -107,7 +107,10 @@ DEFAULT_LIMITS = Limits()
 
 #: upper bounds a value may not exceed (beyond: the device could not honour it)
 _CEILINGS = {
-    "max_nesting_depth": (EXECUTOR_MAX_NESTING, "the executor runs nested IF/WHILE as nested calls"),
+    "max_nesting_depth": (
+        EXECUTOR_MAX_NESTING,
+        "the executor runs nested IF/WHILE as nested calls",
+    ),
     "max_message_bytes": (GRPC_MAX_MESSAGE_BYTES, "gRPC message sizes are 32-bit"),
 }
 

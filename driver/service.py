@@ -42,8 +42,8 @@ from driver.buffers import TokenPools
 from driver.burst import BurstSession
 from driver.executor.model import Cancel
 from driver.fences import ERROR, Fence, launch
-from driver.memory import MappedPools
 from driver.limits import check_request_pools
+from driver.memory import MappedPools
 from driver.sessions import client_key, session_of
 from nnhal import DEFAULT_ADDRESS
 from nnhal import convert as cv

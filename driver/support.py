@@ -131,7 +131,9 @@ class SupportChecker:
             failure = self._operation_failure(0, index)
             supported.append(failure is None)
             if failure is not None:
-                reasons[index] = f"operation {index} ({self.name_of(op.type)}){self._render(failure)}"
+                reasons[index] = (
+                    f"operation {index} ({self.name_of(op.type)}){self._render(failure)}"
+                )
         return supported, reasons
 
     # ------------------------------------------------------------------
@@ -145,7 +147,9 @@ class SupportChecker:
             assert verdict is not None
             index, failure = verdict
             op = subgraph_at(self.model, target).operations[index]
-            hops.append(f" -> {role} subgraph {target}, operation {index} ({self.name_of(op.type)})")
+            hops.append(
+                f" -> {role} subgraph {target}, operation {index} ({self.name_of(op.type)})"
+            )
         if len(hops) > MAX_REASON_HOPS:
             half = MAX_REASON_HOPS // 2
             skipped = len(hops) - 2 * half

@@ -147,10 +147,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from driver.service import create_server
 
     address = _check_address(args.address)
-    from nnhal.cli_oppkg import device_options  # issue 6: --op-package, --package-backend
-
     # issue 8: --profile repeats (several devices), --cache-dir (nnhal/cli_trace.py)
     from driver.limits import parse_limit_options, with_limits  # issue 10: --limit
+    from nnhal.cli_oppkg import device_options  # issue 6: --op-package, --package-backend
 
     try:
         limits = parse_limit_options(args.limit or [])

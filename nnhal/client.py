@@ -134,7 +134,7 @@ def transport_error(exc: grpc.RpcError, what: str = "gRPC transport error") -> H
         too_large = "larger than max" in (details or "")
         hint = (
             "; the message is larger than the server accepts (its limit max_message_bytes): "
-            "send fewer or smaller inline pools, or use shared memory (memory=\"shared\")"
+            'send fewer or smaller inline pools, or use shared memory (memory="shared")'
             if too_large
             else ""
         )

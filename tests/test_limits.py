@@ -125,7 +125,10 @@ def test_serve_rejects_a_bad_limit(capsys):
 # add_model(n_adds=3): 1 input + 3 constants + 2 temporaries + 1 output = 7 operands,
 # 3 operations, 1 subgraph
 STRUCTURE = [
-    ({"max_operands": 6}, "model has 7 operands; this device accepts at most 6 (limit max_operands)"),
+    (
+        {"max_operands": 6},
+        "model has 7 operands; this device accepts at most 6 (limit max_operands)",
+    ),
     (
         {"max_operations": 2},
         "model has 3 operations; this device accepts at most 2 (limit max_operations)",
@@ -147,7 +150,9 @@ def test_structural_limits_in_process(limits, message):
 
 def test_subgraph_limit():
     device = device_with(max_subgraphs=3)
-    with pytest.raises(InvalidArgument, match=r"model has 4 subgraphs; .* at most 3 \(limit max_sub"):
+    with pytest.raises(
+        InvalidArgument, match=r"model has 4 subgraphs; .* at most 3 \(limit max_sub"
+    ):
         device.prepareModel_1_3(nested_if(3))
     assert device.getSupportedOperations_1_3(nested_if(2)) == [True]
 
@@ -397,8 +402,10 @@ def test_runtime_broadcast_pad_resize_are_stopped():
             (
                 resize_model(),
                 [np.ones((1, 2, 2, 1), np.float32), np.int32(1024), np.int32(1024)],
-                "RESIZE_BILINEAR (subgraph 0, operation 0): output 0 (operand 3) "
-                "(TENSOR_FLOAT32 [1, 1024, 1024, 1])",
+                (
+                    "RESIZE_BILINEAR (subgraph 0, operation 0): output 0 (operand 3) "
+                    "(TENSOR_FLOAT32 [1, 1024, 1024, 1])"
+                ),
                 [1, 1, 1, 1],
             ),
         ]
@@ -452,7 +459,9 @@ def test_memory_error_is_transient(monkeypatch):
     with pytest.raises(ResourceExhausted) as info:
         compiled.run([np.ones(2, np.float32)])
     assert info.value.transient
-    assert info.value.message == "ADD (subgraph 0, operation 0): out of memory: cannot allocate 8 GiB"
+    assert (
+        info.value.message == "ADD (subgraph 0, operation 0): out of memory: cannot allocate 8 GiB"
+    )
 
 
 def test_no_limit_means_no_guard_code():

@@ -42,7 +42,9 @@ def _request(input_pool: int, output_pool: int, pools) -> Request:
 
 def test_pool_checks_unit():
     limits = device_with(max_pool_bytes=100, max_request_bytes=150).limits
-    check_request_pools(_request(0, 1, [InlineMemory(b"\0" * 100), InlineMemory(b"\0" * 50)]), limits)
+    check_request_pools(
+        _request(0, 1, [InlineMemory(b"\0" * 100), InlineMemory(b"\0" * 50)]), limits
+    )
     with pytest.raises(ResourceExhausted) as info:
         check_request_pools(_request(0, 0, [SharedMemory("seg", 101)]), limits)
     assert not info.value.transient
@@ -125,7 +127,7 @@ def test_prepared_models_per_client():
 def test_buffers_per_client():
     with serving(device_with(max_buffers_per_client=1)) as (client, _):
         prepared = client.prepareModel_1_3(add_model())
-        roles = dict(preparedModels=[prepared], inputRoles=[BufferRole(0, 0, 1.0)])
+        roles = {"preparedModels": [prepared], "inputRoles": [BufferRole(0, 0, 1.0)]}
         buffer = client.allocate(BufferDesc(), **roles)
         with pytest.raises(ResourceExhausted) as info:
             client.allocate(BufferDesc(), **roles)
@@ -144,7 +146,7 @@ def test_buffer_above_the_tensor_limit():
     g.operation(O.ADD, [x, x, g.constant(INT32, 0)], [y])
     with serving(device_with(max_tensor_bytes=400)) as (client, _):
         prepared = client.prepareModel_1_3(mb.build())
-        roles = dict(preparedModels=[prepared], inputRoles=[BufferRole(0, 0, 1.0)])
+        roles = {"preparedModels": [prepared], "inputRoles": [BufferRole(0, 0, 1.0)]}
         with pytest.raises(ResourceExhausted) as info:
             client.allocate(BufferDesc(dimensions=(1000,)), **roles)
         assert info.value.status == ErrorStatus.RESOURCE_EXHAUSTED_PERSISTENT
@@ -178,18 +180,16 @@ def test_quota_forgets_objects_removed_elsewhere():
 
 def test_execution_slots_unit():
     slots = ExecutionSlots(2, "d")
-    with slots.slot():
-        with slots.slot():
-            assert slots.running == 2
-            with pytest.raises(ResourceExhausted) as info:
-                slots.acquire()
-            assert info.value.transient
-            assert info.value.message.startswith("device 'd' is running 2 executions")
-            assert "(limit max_concurrent_executions)" in info.value.message
+    with slots.slot(), slots.slot():
+        assert slots.running == 2
+        with pytest.raises(ResourceExhausted) as info:
+            slots.acquire()
+        assert info.value.transient
+        assert info.value.message.startswith("device 'd' is running 2 executions")
+        assert "(limit max_concurrent_executions)" in info.value.message
     assert slots.running == 0
-    with pytest.raises(ValueError):
-        with slots.slot():
-            raise ValueError("an execution that fails still gives its slot back")
+    with pytest.raises(ValueError), slots.slot():
+        raise ValueError("an execution that fails still gives its slot back")
     assert slots.running == 0
 
 

@@ -39,9 +39,9 @@ from collections.abc import Callable
 import numpy as np
 
 from driver.executor import control_flow, specialize
+from driver.executor.plan import Step, StepKind, SubgraphPlan, post_order
 from driver.executor.tensor_guard import TensorGuard, is_tensor, too_big_result
 from driver.limits import out_of_memory
-from driver.executor.plan import Step, StepKind, SubgraphPlan, post_order
 from nnhal.errors import (
     DeviceUnavailable,
     GeneralFailure,
