@@ -347,6 +347,9 @@ def test_runtime_tile_is_stopped_before_the_kernel(client_device):
         assert "(limit max_tensor_bytes)" in info.value.message
         out = prepared.execute([x, np.array([2, 3], np.int32)], output_shapes=[[4, 6]])
         np.testing.assert_array_equal(out.outputs[0], np.ones((4, 6), np.float32))
+        # the guard remembers safe parameters, never unsafe ones: same shapes, new values
+        with pytest.raises(ResourceExhausted, match=r"\[200000, 200000\]"):
+            prepared.execute([x, huge], output_shapes=[[2, 2]])
     finally:
         prepared.release()
 
