@@ -264,3 +264,20 @@ def test_message_over_the_limit():
             prepared.execute([big])  # inline pools over the limit
         out = prepared.execute([big], memory="shared")
         np.testing.assert_array_equal(out.outputs[0], 2 * big)
+
+
+def test_memory_error_in_a_servicer_is_transient():
+    """Any MemoryError reaching the service (decoding, a copy...) is a status, not a crash."""
+    from driver._service_support import hal_method
+    from nnhal._proto.v1_3 import prepared_model_pb2 as ppb
+
+    class Servicer:
+        state = None
+
+        @hal_method(ppb.StatusReply)
+        def release(self, request, context):
+            raise MemoryError("cannot allocate 64 GiB")
+
+    reply = Servicer().release(None, None)
+    assert reply.status == ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT
+    assert reply.message == "release: out of memory: cannot allocate 64 GiB"
