@@ -11,7 +11,11 @@
   applies the device's injected faults and latency (``driver.faults``; the
   latency is also added to a measured Timing), after it records the call in
   the device's trace (``driver.trace``).
-- ``ServiceState``: one device, its registries, faults and trace.
+- ``ServiceState``: one device, its registries, faults and trace, and its
+  resource limits (``driver.limits``): per-client quotas of prepared models
+  and buffers, running executions (``driver.occupancy``). A model message
+  over the size limits is refused before it is decoded; a MemoryError is
+  RESOURCE_EXHAUSTED_TRANSIENT.
 """
 
 from __future__ import annotations
@@ -29,11 +33,13 @@ import grpc
 
 from driver.faults import FaultSet, insufficient, model_operations
 from driver.fences import Fence, FencedExecution
+from driver.limits import check_model_size, limits_of, message_subgraphs
+from driver.occupancy import ClientQuota, ExecutionSlots
 from driver.sessions import SessionTable
 from driver.trace import Trace, brief
 from nnhal import convert as cv
 from nnhal._proto.v1_3 import types_pb2 as tpb
-from nnhal.errors import HalError, InvalidArgument, OutputInsufficientSize
+from nnhal.errors import HalError, InvalidArgument, OutputInsufficientSize, ResourceExhausted
 from nnhal.types import NO_TIMING, ErrorStatus
 
 log = logging.getLogger("nnhal.driver.service")
@@ -171,6 +177,20 @@ class ServiceState:
         self.fenced_executions: Registry[FencedExecution] = Registry(
             "fenced execution callback", MAX_FENCED_EXECUTIONS
         )
+        # issue 10: resource limits (driver/limits.py, driver/occupancy.py)
+        self.limits = limits_of(device)
+        self.executions = ExecutionSlots(
+            self.limits.max_concurrent_executions, getattr(device, "name", "")
+        )
+        self.prepared_quota = ClientQuota(
+            self.prepared_models,
+            self.limits.max_prepared_models_per_client,
+            "prepared models",
+            "max_prepared_models_per_client",
+        )
+        self.buffer_quota = ClientQuota(
+            self.buffers, self.limits.max_buffers_per_client, "buffers", "max_buffers_per_client"
+        )
 
     def release_session(self, session: str, reason: str = "") -> int:
         """Release every object ``session`` owns on this device; how many there were.
@@ -305,11 +325,18 @@ def hal_method(reply_cls: Any, *, v1_0: bool = False) -> Callable:
                     if error is not None:
                         injected = getattr(error, "rule", "offline")
                         raise error
+                    if hasattr(request, "model") and request.HasField("model"):
+                        # before decoding: a huge model must not be built in memory first
+                        check_model_size(state.limits, message_subgraphs(request.model))
                 reply = fn(self, request, context)
                 _add_latency(reply, latency_us)
             except HalError as exc:
                 status, message = ErrorStatus(exc.status), exc.message or str(exc)
                 error: Exception = exc
+            except MemoryError as exc:
+                status = ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT
+                message = f"{fn.__name__}: out of memory: {exc}"
+                error = ResourceExhausted(message, transient=True)
             except Exception as exc:  # a bug: report it, keep serving
                 log.exception("%s failed", fn.__name__)
                 status = ErrorStatus.GENERAL_FAILURE

@@ -28,7 +28,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from nnhal.errors import GeneralFailure, InvalidArgument
+from driver.limits import too_big
+from nnhal.errors import GeneralFailure, InvalidArgument, ResourceExhausted
 from nnhal.types import (
     OPERAND_TYPE_INFO,
     BufferDesc,
@@ -139,8 +140,11 @@ def allocate(
     prepared_models: Sequence[Any],
     input_roles: Sequence[BufferRole],
     output_roles: Sequence[BufferRole],
+    limits: Any = None,
 ) -> ManagedBuffer:
-    """validateMemoryDesc, then a new uninitialized buffer (HalError on failure)."""
+    """validateMemoryDesc, then a new uninitialized buffer (HalError on failure);
+    ``limits`` (``driver.limits.Limits``): a buffer above max_tensor_bytes is
+    RESOURCE_EXHAUSTED_PERSISTENT."""
     if not prepared_models:
         raise InvalidArgument("allocate: no prepared models given")
     if not input_roles and not output_roles:
@@ -207,6 +211,10 @@ def allocate(
             f"allocate: the buffer's dimensions {_dims(dims)} are not fully specified; this "
             "driver does not allocate dynamically shaped buffers"
         )
+    if limits is not None and not info.is_scalar:  # issue 10: max_tensor_bytes
+        why = too_big("allocate: the buffer", first.type, dims, limits)
+        if why is not None:
+            raise ResourceExhausted(why, transient=False)
     return ManagedBuffer(first, dims, frozenset(seen), tuple(prepared_models))
 
 

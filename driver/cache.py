@@ -55,6 +55,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from driver.limits import limits_of
 from nnhal import convert as cv
 from nnhal._proto.v1_3 import types_pb2 as tpb
 from nnhal.errors import GeneralFailure, HalError, InvalidArgument, MissedDeadline
@@ -287,7 +288,7 @@ class CompilationCache:
             raise MissedDeadline(
                 "prepareModelFromCache_1_3: the deadline had passed", transient=False
             )
-        return self.rebuild(header, body, data)
+        return self.rebuild(header, body, data, limits_of(device).max_tensor_bytes)
 
     def _verify(
         self, device: Any, model_file: bytes, data_file: bytes, token: bytes, paths: Sequence[str]
@@ -326,7 +327,7 @@ class CompilationCache:
         return info, body, data
 
     @staticmethod
-    def rebuild(header: dict, body: bytes, data: bytes) -> Any:
+    def rebuild(header: dict, body: bytes, data: bytes, max_tensor_bytes: int | None = None) -> Any:
         """Compile an authenticated cache (validation and support were proven when saved)."""
         from driver.executor import compile_model
         from driver.executor.operands import map_model_pools
@@ -334,7 +335,13 @@ class CompilationCache:
 
         model = cv.model_from_pb(tpb.Model.FromString(body))
         model = dataclasses.replace(model, operandValues=data)
-        compiled = compile_model(model, pool_views=map_model_pools(model))
+        compiled = compile_model(
+            model, pool_views=map_model_pools(model), max_tensor_bytes=max_tensor_bytes
+        )
         return PreparedModel(
-            model, compiled, preference=header["preference"], priority=header["priority"]
+            model,
+            compiled,
+            preference=header["preference"],
+            priority=header["priority"],
+            max_tensor_bytes=max_tensor_bytes,
         )

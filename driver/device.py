@@ -16,6 +16,11 @@ naming the first unsupported operation and why. The runtime never asks for
 that (it partitions by getSupportedOperations_1_3), and an emulator that
 silently ran an operation its profile excludes would hide exactly the bugs a
 profile exists to find.
+
+Resource limits (``driver.limits``, the profile's ``[limits]``): the model's
+size is checked before validation, its IF/WHILE nesting and declared tensor
+sizes after it (getSupportedOperations reports the operations beyond them as
+unsupported; prepare refuses), and the executor checks tensor sizes at run time.
 """
 
 from __future__ import annotations
@@ -32,6 +37,16 @@ from driver.cache import CompilationCache
 from driver.executor import compile_model
 from driver.executor.operands import map_model_pools, operand_info
 from driver.extensions import ExtensionSet, PluginBackend, compiling, extension_query
+from driver.limits import (
+    TensorLimitBackend,
+    check_declared_tensors,
+    check_model_size,
+    check_nesting,
+    model_subgraphs,
+    nesting_depths,
+    nesting_reason,
+    out_of_memory,
+)
 from driver.ops import registry
 from driver.ops.registry import OpContext, OperandInfo
 from driver.prepared_model import PreparedModel
@@ -283,6 +298,7 @@ class Device:
             self.backend = PluginBackend(self.backend, self.extensions)
         self.cache = CompilationCache()  # issue 8: compilation caching (driver/cache.py)
         self.backend = sample_rules(self.backend, self.profile)  # issue 8: sample-driver rules
+        self.limits = self.profile.limits  # issue 10: resource limits (driver/limits.py)
 
     def __repr__(self) -> str:
         return f"Device(name={self.name!r}, profile source={self.profile.source!r})"
@@ -311,6 +327,7 @@ class Device:
 
     def analyze(self, model: Model, version: HalVersion = HalVersion.V1_3) -> ModelAnalysis:
         """Validate ``model`` as a HAL ``version`` model (raises InvalidArgument)."""
+        check_model_size(self.limits, model_subgraphs(model))
         analysis = ModelAnalysis(model, version)
         if self.extensions:
             analysis.extensions = self.extensions.for_model(model)
@@ -333,7 +350,16 @@ class Device:
         backend = self.backend
         if isinstance(backend, PluginBackend):  # per model: its extension prefixes
             backend = backend.bind(analysis.model)
+        backend = TensorLimitBackend(backend, self.limits)
         supported, reasons = explain_support(analysis.model, backend, analysis.query_for)
+        for index, depth in enumerate(nesting_depths(analysis.model)):
+            if depth > self.limits.max_nesting_depth and supported[index]:
+                supported[index] = False
+                op_type = analysis.model.main.operations[index].type
+                reasons[index] = (
+                    f"operation {index} ({operation_name(op_type)}): "
+                    f"{nesting_reason(depth, self.limits)}"
+                )
         for index in sorted(reasons):
             log.debug("%s: unsupported: %s", self.name, reasons[index])
         return supported, reasons
@@ -358,6 +384,8 @@ class Device:
         validate_execution_preference(preference)
         validate_priority(priority)
         analysis = self.analyze(model, version)
+        check_nesting(model, self.limits)  # INVALID_ARGUMENT: the executor cannot run it
+        check_declared_tensors(model, self.limits)  # RESOURCE_EXHAUSTED_PERSISTENT
         supported, reasons = self._explain(analysis)
         if not all(supported):
             first = min(reasons)
@@ -375,13 +403,22 @@ class Device:
                 compiled = compile_model(
                     self.extensions.rewrite(model) if self.extensions else model,
                     pool_views=analysis.pool_views(),
+                    max_tensor_bytes=self.limits.max_tensor_bytes,
                 )
         except HalError:
             raise
+        except MemoryError as exc:
+            raise out_of_memory("prepareModel", exc) from exc
         except Exception as exc:  # a compiler bug must not kill the service thread
             log.exception("%s: compile_model failed", self.name)
             raise GeneralFailure(f"compilation failed: {type(exc).__name__}: {exc}") from exc
-        prepared = PreparedModel(model, compiled, preference=preference, priority=priority)
+        prepared = PreparedModel(
+            model,
+            compiled,
+            preference=preference,
+            priority=priority,
+            max_tensor_bytes=self.limits.max_tensor_bytes,
+        )
         if modelCache or dataCache or token:  # never changes the outcome (driver/cache.py)
             self.cache.save(self, prepared, analysis.pool_views(), modelCache, dataCache, token)
         return prepared
@@ -406,4 +443,4 @@ class Device:
         from driver.buffers import allocate
         from nnhal.types import BufferDesc
 
-        return allocate(desc or BufferDesc(), preparedModels, inputRoles, outputRoles)
+        return allocate(desc or BufferDesc(), preparedModels, inputRoles, outputRoles, self.limits)

@@ -99,13 +99,19 @@ def launch(
     deadline_ns: int | None,
     duration_ns: int | None,
     new_fence: Callable[[Fence], int],
+    on_done: Callable[[], None] | None = None,
 ) -> tuple[FencedExecution, Any]:
     """Start a validated fenced execution; ``run(deadline_ns)`` executes and returns the
     ExecuteReply. Returns the FencedExecution and the reply (None when started in the
-    background)."""
+    background). ``on_done`` is called once when the execution has ended, however it
+    ended (before its fence signals; it releases the device's execution slot)."""
+    finished = on_done or (lambda: None)
     called = time.monotonic_ns()
     if all(f.state == SIGNALED for f in waits):
-        reply = run(_deadline(deadline_ns, duration_ns, called))  # HalErrors: the call's status
+        try:
+            reply = run(_deadline(deadline_ns, duration_ns, called))  # HalErrors: the status
+        finally:
+            finished()
         done = time.monotonic_ns()
         fence = Fence()
         fence.signal(True)
@@ -149,7 +155,12 @@ def launch(
             record.status = ErrorStatus.GENERAL_FAILURE
             record.message = f"executeFenced: internal error: {type(exc).__name__}: {exc}"
         finally:
+            finished()
             fence.signal(ok)
 
-    threading.Thread(target=background, name="nnhal-fenced", daemon=True).start()
+    try:
+        threading.Thread(target=background, name="nnhal-fenced", daemon=True).start()
+    except BaseException:
+        finished()  # no thread: nothing will run
+        raise
     return record, None

@@ -28,12 +28,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from driver.executor.model import Cancel
+from driver.limits import out_of_memory, tensor_reason
 from nnhal.errors import (
     GeneralFailure,
     HalError,
     InvalidArgument,
     MissedDeadline,
     OutputInsufficientSize,
+    ResourceExhausted,
 )
 from nnhal.types import (
     LOOP_TIMEOUT_DEFAULT_NS,
@@ -118,11 +120,14 @@ class PreparedModel:
         *,
         preference: int = ExecutionPreference.FAST_SINGLE_ANSWER,
         priority: int = Priority.MEDIUM,
+        max_tensor_bytes: int | None = None,
     ) -> None:
         self.model = model
         self.compiled = compiled
         self.preference = preference
         self.priority = priority
+        #: Limits.max_tensor_bytes for the request's inputs (None: unchecked)
+        self.max_tensor_bytes = max_tensor_bytes
         main = model.main
         self._inputs = tuple(
             _IoSpec.of(i, k, main.operands[k]) for i, k in enumerate(main.inputIndexes)
@@ -168,6 +173,8 @@ class PreparedModel:
             )
         except HalError:
             raise
+        except MemoryError as exc:
+            raise out_of_memory("execution", exc) from exc
         except Exception as exc:  # a kernel bug must not kill the service thread
             log.exception("execution failed")
             raise GeneralFailure(f"execution failed: {type(exc).__name__}: {exc}") from exc
@@ -205,6 +212,11 @@ class PreparedModel:
                 )
         count = element_count(dims)
         need = count * spec.itemsize
+        if self.max_tensor_bytes is not None and need > self.max_tensor_bytes:
+            raise ResourceExhausted(
+                tensor_reason(spec.label("input"), spec.type, dims, need, self.max_tensor_bytes),
+                transient=False,
+            )
         loc = arg.location
         if loc.length != need:
             raise InvalidArgument(

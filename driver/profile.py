@@ -4,7 +4,8 @@ A profile is a small TOML file (the format is documented in
 ``driver/profiles/default.toml``). It sets the device's name, version string,
 type and capabilities, and narrows what the reference backend supports:
 ``exclude_operations`` removes operations, ``operand_types`` (an allow-list)
-removes every operation that touches another operand type. ``load_profile``
+removes every operation that touches another operand type; ``[limits]`` sets
+the device's resource limits (``driver.limits``). ``load_profile``
 takes a built-in profile name (a file in ``driver/profiles/``) or a path.
 
 Every mistake in a profile raises ``ProfileError`` (a ``ValueError``) naming
@@ -21,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from driver.limits import DEFAULT_LIMITS, Limits, parse_limits
 from nnhal.types import (
     Capabilities,
     DeviceType,
@@ -52,6 +54,7 @@ _TOP_KEYS = frozenset(
         "type_input",
         "faults",
         "op_package_backend",
+        "limits",
     }
 )
 _PERF_KEYS = (
@@ -97,6 +100,8 @@ class Profile:
     #: which backend of loaded op packages this device is (SupplementalOpDefList Backend,
     #: SNPE core type); None = "CPU" unless ``serve --package-backend`` says otherwise
     op_package_backend: str | None = None
+    #: the [limits] table (driver.limits): sizes, nesting, memory, occupancy
+    limits: Limits = DEFAULT_LIMITS
 
     def sample_rule(self, op_type: int, input_types: Sequence[int | None]) -> str | None:
         """Why ``include_operations`` / ``first_input_types`` refuse an operation (None: they
@@ -229,6 +234,7 @@ class _Parser:
         package_backend = None
         if "op_package_backend" in data:
             package_backend = self._string(data["op_package_backend"], "op_package_backend")
+        limits = parse_limits(data.get("limits", {}), self.error)
         return Profile(
             name=name,
             versionString=version,
@@ -243,6 +249,7 @@ class _Parser:
             type_input=type_input,
             faults=faults,
             op_package_backend=package_backend,
+            limits=limits,
         )
 
     def _type_input(self, table: Any) -> tuple[tuple[int, int], ...]:

@@ -25,8 +25,8 @@ import grpc
 
 from driver._service_support import ServiceState
 from driver.faults import parse_toml
+from driver.limits import grpc_options
 from driver.service import (
-    GRPC_OPTIONS,
     BufferServicer,
     DeviceServicer,
     FencedExecutionCallbackServicer,
@@ -191,7 +191,7 @@ def create_server(
         host = f"[{host}]"
     server = grpc.server(
         ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="nnhal-rpc"),
-        options=GRPC_OPTIONS,
+        options=grpc_options(devices),  # issue 10: the devices' max_message_bytes
     )
     for add, cls in (
         (dgrpc.add_IDeviceServicer_to_server, DeviceServicer),

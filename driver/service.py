@@ -42,8 +42,9 @@ from driver.buffers import TokenPools
 from driver.burst import BurstSession
 from driver.executor.model import Cancel
 from driver.fences import ERROR, Fence, launch
+from driver.limits import check_request_pools
 from driver.memory import MappedPools
-from driver.sessions import session_of
+from driver.sessions import client_key, session_of
 from nnhal import DEFAULT_ADDRESS
 from nnhal import convert as cv
 from nnhal import convert_legacy as legacy
@@ -69,7 +70,8 @@ from nnhal.validation import validate_request
 
 log = logging.getLogger("nnhal.driver.service")
 
-#: Models and inline pools can be large: no gRPC message size limit.
+#: Models and inline pools can be large: no gRPC message size limit here (the server
+#: takes its limit from the devices' ``max_message_bytes``, ``driver.limits.grpc_options``).
 GRPC_OPTIONS = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
 _NONE = ErrorStatus.NONE
 
@@ -205,7 +207,8 @@ class DeviceServicer(dgrpc.IDeviceServicer):
     def _add_prepared(self, prepared: Any, context: Any) -> Any:
         owner = session_of(context)
         self.state.sessions.touch(owner)
-        key = self.state.prepared_models.add(prepared, owner=owner)
+        # issue 10: at most max_prepared_models_per_client (driver/occupancy.py)
+        key = self.state.prepared_quota.add(client_key(context), prepared, owner=owner)
         return dpb.PrepareModelReply(status=_NONE, preparedModel=key)
 
     @hal_method(dpb.PrepareModelReply, v1_0=True)
@@ -268,7 +271,7 @@ class DeviceServicer(dgrpc.IDeviceServicer):
         owner = session_of(context)
         self.state.sessions.touch(owner)
         # ids > 0, unique among live buffers
-        token = self.state.buffers.add(buffer, owner=owner)
+        token = self.state.buffer_quota.add(client_key(context), buffer, owner=owner)
         return dpb.AllocateReply(status=_NONE, buffer=token, token=token)
 
 
@@ -312,12 +315,34 @@ def execute(
     allow_unspecified_output: bool = True,
     premapped: dict[int, memoryview] | None = None,
     cancel: Cancel | None = None,
+    slot_held: bool = False,
 ) -> ppb.ExecuteReply:
     """Map the pools, run, and build the reply (HalErrors propagate).
 
     ``premapped``: views for some pools mapped already (burst memory slots).
     ``cancel``: stops the run from another thread (``cancellable``).
+    The execution takes one of the device's execution slots (``max_concurrent_executions``)
+    unless ``slot_held`` (a fenced execution holds one from its call on).
     """
+    check_request_pools(request, state.limits)
+    args = (measure, deadline_ns, loop_timeout_ns, allow_unspecified_output, premapped, cancel)
+    if slot_held:
+        return _execute(state, prepared, request, *args)
+    with state.executions.slot():
+        return _execute(state, prepared, request, *args)
+
+
+def _execute(
+    state: ServiceState,
+    prepared: Any,
+    request: Request,
+    measure: bool,
+    deadline_ns: int | None,
+    loop_timeout_ns: int | None,
+    allow_unspecified_output: bool,
+    premapped: dict[int, memoryview] | None,
+    cancel: Cancel | None,
+) -> ppb.ExecuteReply:
     tokens = None
     if any(isinstance(pool, TokenMemory) for pool in request.pools):
         # as the sample driver: validateRequest (token 0 is INVALID_ARGUMENT, VTS
@@ -446,6 +471,7 @@ class PreparedModelServicer(pgrpc.IPreparedModelServicer):
         # validated now, before any waiting: errors are the call's own status
         _check_fenced_outputs(prepared.model, hal_request)
         validate_request(hal_request, prepared.model, allow_unspecified_output=False)
+        check_request_pools(hal_request, self.state.limits)
         loop_timeout_ns = cv.timeout_ns_from_pb(request.loopTimeoutDuration)
         measure = request.measure == tpb.MEASURE_TIMING_YES
         owner = session_of(context)
@@ -464,12 +490,15 @@ class PreparedModelServicer(pgrpc.IPreparedModelServicer):
                         loop_timeout_ns=loop_timeout_ns,
                         allow_unspecified_output=False,
                         cancel=cancel,
+                        slot_held=True,
                     )
             except OutputInsufficientSize as exc:
                 raise InvalidArgument(
                     f"executeFenced: {exc.message} (fenced executions need sufficient outputs)"
                 ) from exc
 
+        # issue 10: the execution holds a slot from now on, while it waits too
+        self.state.executions.acquire()
         record, reply = launch(
             run,
             waits,
@@ -477,6 +506,7 @@ class PreparedModelServicer(pgrpc.IPreparedModelServicer):
             deadline_ns=cv.deadline_ns_from_pb(request.deadline),
             duration_ns=cv.timeout_ns_from_pb(request.duration),
             new_fence=lambda fence: self.state.fences.add(fence, owner=owner),
+            on_done=self.state.executions.release,
         )
         callback = self.state.fenced_executions.add(record, owner=owner)
         return ppb.ExecuteFencedReply(

@@ -14,6 +14,11 @@ unsupported operation, with the path down to the operation that is the cause:
     operation 0 (WHILE) -> body subgraph 2, operation 1 (IF) -> then subgraph 3,
     operation 0 (FULLY_CONNECTED): excluded by profile 'no-fc'
 
+Verdicts are links (operation, subgraph it names), spelt out only for main's
+operations, so 10 000-deep nesting costs linear time and memory; a path of
+more than ``MAX_REASON_HOPS`` hops shows its two ends around
+"... (N more nested levels)".
+
 Subgraph numbers are those of the messages everywhere: 0 = main, k =
 ``Model.referenced[k-1]``. Only main's operations are reported.
 """
@@ -96,6 +101,14 @@ def referenced_subgraphs(model: Model, number: int, op_index: int) -> list[tuple
     return refs
 
 
+#: a failure: ("reason", ": why") at the operation itself, or ("link", role, target)
+#: when the cause is inside the subgraph ``target`` an IF/WHILE names
+Failure = tuple
+
+#: a reason shows at most this many nesting hops (half at each end)
+MAX_REASON_HOPS = 64
+
+
 class SupportChecker:
     """Decides support for main's operations; one instance per model and question."""
 
@@ -105,8 +118,9 @@ class SupportChecker:
         self.query_for: QueryFor = query_for or (lambda n, j: light_query(model, n, j))
         #: op packages name their extension operations (driver.extensions.BoundBackend)
         self.name_of: Callable[[int], str] = getattr(backend, "operation_name", operation_name)
-        #: subgraph number -> None (all supported) or the path to its first unsupported op
-        self._verdicts: dict[int, str | None] = {}
+        #: subgraph number -> None (all supported) or (operation index, its failure).
+        #: Links, not strings: a reason spelt out per subgraph would cost O(depth^2).
+        self._verdicts: dict[int, tuple[int, Failure] | None] = {}
 
     def check(self) -> tuple[list[bool], dict[int, str]]:
         """One bool per main operation, and a reason for every False."""
@@ -117,10 +131,30 @@ class SupportChecker:
             failure = self._operation_failure(0, index)
             supported.append(failure is None)
             if failure is not None:
-                reasons[index] = f"operation {index} ({self.name_of(op.type)}){failure}"
+                reasons[index] = (
+                    f"operation {index} ({self.name_of(op.type)}){self._render(failure)}"
+                )
         return supported, reasons
 
     # ------------------------------------------------------------------
+
+    def _render(self, failure: Failure) -> str:
+        """The reason's tail: the path of links down to the cause (long paths elided)."""
+        hops: list[str] = []
+        while failure[0] == "link":
+            _, role, target = failure
+            verdict = self._verdicts[target]
+            assert verdict is not None
+            index, failure = verdict
+            op = subgraph_at(self.model, target).operations[index]
+            hops.append(
+                f" -> {role} subgraph {target}, operation {index} ({self.name_of(op.type)})"
+            )
+        if len(hops) > MAX_REASON_HOPS:
+            half = MAX_REASON_HOPS // 2
+            skipped = len(hops) - 2 * half
+            hops = [*hops[:half], f" -> ... ({skipped} more nested levels)", *hops[-half:]]
+        return "".join(hops) + failure[1]
 
     def _children(self, number: int) -> list[int]:
         subgraph = subgraph_at(self.model, number)
@@ -151,31 +185,30 @@ class SupportChecker:
             if number != 0:
                 self._verdicts[number] = self._subgraph_failure(number)
 
-    def _subgraph_failure(self, number: int) -> str | None:
+    def _subgraph_failure(self, number: int) -> tuple[int, Failure] | None:
         subgraph = subgraph_at(self.model, number)
-        for index, op in enumerate(subgraph.operations):
+        for index in range(len(subgraph.operations)):
             failure = self._operation_failure(number, index)
             if failure is not None:
-                return f"operation {index} ({self.name_of(op.type)}){failure}"
+                return index, failure
         return None
 
-    def _operation_failure(self, number: int, index: int) -> str | None:
-        """None when supported, else the tail of the reason (": why" or " -> ...")."""
+    def _operation_failure(self, number: int, index: int) -> Failure | None:
+        """None when supported, else why: at the operation, or a link to a subgraph."""
         ok, reason = self.backend.supports(self.query_for(number, index))
         if not ok:
-            return f": {reason or 'not supported'}"
+            return ("reason", f": {reason or 'not supported'}")
         op = subgraph_at(self.model, number).operations[index]
         if op.type not in _SUBGRAPH_ROLES:
             return None
         for role, target in referenced_subgraphs(self.model, number, index):
             if target is None:
-                return f": the {role} operand is not a valid subgraph reference"
+                return ("reason", f": the {role} operand is not a valid subgraph reference")
             if target not in self._verdicts:
                 # Only reachable through a reference cycle (never for a validated model).
-                return f" -> {role} subgraph {target}: subgraph reference cycle"
-            verdict = self._verdicts[target]
-            if verdict is not None:
-                return f" -> {role} subgraph {target}, {verdict}"
+                return ("reason", f" -> {role} subgraph {target}: subgraph reference cycle")
+            if self._verdicts[target] is not None:
+                return ("link", role, target)
         return None
 
 

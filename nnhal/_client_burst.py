@@ -16,7 +16,14 @@ import numpy as np
 from nnhal import convert as cv
 from nnhal import convert_legacy as legacy
 from nnhal._proto.v1_3 import prepared_model_pb2 as ppb
-from nnhal.client import ExecutionResult, RequestResult, _check, _measure, _request_result
+from nnhal.client import (
+    ExecutionResult,
+    RequestResult,
+    _check,
+    _measure,
+    _request_result,
+    transport_error,
+)
 from nnhal.errors import DeviceUnavailable
 from nnhal.types import InlineMemory, Request, SharedMemory
 
@@ -90,7 +97,9 @@ class Burst:
             self._requests.put(message)
             try:
                 reply = next(self._replies)
-            except (grpc.RpcError, StopIteration) as exc:
+            except grpc.RpcError as exc:
+                raise transport_error(exc, "burst stream ended:") from exc
+            except StopIteration as exc:
                 raise DeviceUnavailable(f"burst stream ended: {exc}") from exc
         return _request_result(_check(reply))
 

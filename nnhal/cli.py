@@ -2,7 +2,7 @@
 
 Subcommands::
 
-    nnhal serve     [--address HOST:PORT] [--profile NAME|PATH]
+    nnhal serve     [--address HOST:PORT] [--profile NAME|PATH] [--limit KEY=VALUE]
     nnhal supported MODEL [--name NAME] [--target ADDR] [--profile ...]
     nnhal run       MODEL [--name NAME] [--inputs FILE.npz] [--loop-timeout-ms N]
                     [--deadline-ms N] [--target ADDR] [--profile ...]
@@ -147,10 +147,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from driver.service import create_server
 
     address = _check_address(args.address)
+    # issue 8: --profile repeats (several devices), --cache-dir (nnhal/cli_trace.py)
+    from driver.limits import parse_limit_options, with_limits  # issue 10: --limit
     from nnhal.cli_oppkg import device_options  # issue 6: --op-package, --package-backend
 
-    # issue 8: --profile repeats (several devices), --cache-dir (nnhal/cli_trace.py)
-    devices = [Device(_load_profile(p), **device_options(args, p)) for p in args.profile or [None]]
+    try:
+        limits = parse_limit_options(args.limit or [])
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    devices = [
+        Device(with_limits(_load_profile(p), limits), **device_options(args, p))
+        for p in args.profile or [None]
+    ]
     device = __import__("nnhal.cli_trace").cli_trace.configure_devices(devices, args)
     try:
         server, bound = create_server(devices, address)
@@ -440,6 +448,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         metavar="NAME|PATH",
         help="device profile (default: built-in); repeat to serve several devices",
+    )
+    p.add_argument(
+        "--limit",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a resource limit for every served device, over its profile's [limits] "
+        "(e.g. max_concurrent_executions=8); repeatable",
     )
     _oppkg().add_serve_options(p)
     __import__("nnhal.cli_trace").cli_trace.add_serve_options(p)  # issue 8: --cache-dir

@@ -46,7 +46,7 @@ from nnhal._proto.v1_3 import prepared_model_pb2 as ppb
 from nnhal._proto.v1_3 import prepared_model_pb2_grpc as pgrpc
 from nnhal._proto.v1_3 import types_pb2 as tpb
 from nnhal.control import DEVICE_HEADER, MetadataStub
-from nnhal.errors import DeviceUnavailable, HalError, error_from_status
+from nnhal.errors import DeviceUnavailable, HalError, ResourceExhausted, error_from_status
 from nnhal.types import (
     NO_TIMING,
     BufferDesc,
@@ -124,14 +124,32 @@ def _check(reply: Any) -> Any:
     return reply
 
 
+def transport_error(exc: grpc.RpcError, what: str = "gRPC transport error") -> HalError:
+    """The HalError for a failed RPC: DEVICE_UNAVAILABLE, except gRPC RESOURCE_EXHAUSTED
+    (a message over the server's ``max_message_bytes``, or the server out of resources),
+    which is RESOURCE_EXHAUSTED_PERSISTENT for a message too large, else _TRANSIENT."""
+    code = exc.code() if hasattr(exc, "code") else None
+    details = exc.details() if hasattr(exc, "details") else str(exc)
+    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+        too_large = "larger than max" in (details or "")
+        hint = (
+            "; the message is larger than the server accepts (its limit max_message_bytes): "
+            'send fewer or smaller inline pools, or use shared memory (memory="shared")'
+            if too_large
+            else ""
+        )
+        return ResourceExhausted(
+            f"{what} RESOURCE_EXHAUSTED: {details}{hint}", transient=not too_large
+        )
+    return DeviceUnavailable(f"{what} {code}: {details}")
+
+
 def _call(method: Callable[[Any], Any], message: Any) -> Any:
-    """Call one unary RPC; a transport fault is DEVICE_UNAVAILABLE."""
+    """Call one unary RPC; a transport fault is DEVICE_UNAVAILABLE (``transport_error``)."""
     try:
         return method(message)
     except grpc.RpcError as exc:
-        code = exc.code() if hasattr(exc, "code") else None
-        details = exc.details() if hasattr(exc, "details") else str(exc)
-        raise DeviceUnavailable(f"gRPC transport error {code}: {details}") from exc
+        raise transport_error(exc) from exc
 
 
 def _rpc(method: Callable[[Any], Any], message: Any) -> Any:

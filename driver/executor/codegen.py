@@ -21,8 +21,12 @@ subgraph function takes its inputs positionally,
 then ``_lt`` (loopTimeoutDuration in ns) and, when checked, ``_dl``, and
 returns a tuple of its outputs.
 
+With a tensor-size limit (``Generator(max_tensor_bytes=...)``), a step
+whose result shape is not proven ahead is preceded by its ``TensorGuard``
+and followed by a size test (``tensor_guard``).
+
 Errors: a kernel exception is turned into GeneralFailure naming the
-operation. The generated code carries no bookkeeping for that: the except
+operation (a MemoryError into RESOURCE_EXHAUSTED_TRANSIENT). The generated code carries no bookkeeping for that: the except
 clause maps the traceback's line number back to the step that raised.
 """
 
@@ -36,9 +40,12 @@ import numpy as np
 
 from driver.executor import control_flow, specialize
 from driver.executor.plan import Step, StepKind, SubgraphPlan, post_order
+from driver.executor.tensor_guard import TensorGuard, is_tensor, too_big_result
+from driver.limits import out_of_memory
 from nnhal.errors import (
     DeviceUnavailable,
     GeneralFailure,
+    HalError,
     InvalidArgument,
     MissedDeadline,
     OutputInsufficientSize,
@@ -63,12 +70,14 @@ _counter = itertools.count()
 _HEADER_LINES = 2
 
 
-def _wrap(exc: BaseException, locations: list[str | None]) -> GeneralFailure:
+def _wrap(exc: BaseException, locations: list[str | None]) -> HalError:
     """GeneralFailure for an exception raised by a generated function's line."""
     tb = exc.__traceback__
     line = tb.tb_lineno - _HEADER_LINES - 1 if tb is not None else -1
     location = locations[line] if 0 <= line < len(locations) else None
     prefix = location or "execution"
+    if isinstance(exc, MemoryError):
+        return out_of_memory(prefix, exc)
     if isinstance(exc, InvalidArgument):
         return GeneralFailure(f"{prefix}: {exc.message}")
     return GeneralFailure(f"{prefix}: kernel failed: {type(exc).__name__}: {exc}")
@@ -92,6 +101,8 @@ _GLOBALS: dict[str, object] = {
     "_mono": time.monotonic_ns,
     "_missed": _missed,
     "_shape_fail": _shape_fail,
+    "_too_big": too_big_result,
+    "_nb": lambda value: getattr(value, "nbytes", 0),
     **control_flow.RUNTIME_HELPERS,
     **specialize.RUNTIME_HELPERS,
 }
@@ -152,10 +163,16 @@ class Generator:
     """Generates (once) the function of each subgraph, in one variant."""
 
     def __init__(
-        self, plans: dict[int, SubgraphPlan], checked: bool, specialize: bool = True
+        self,
+        plans: dict[int, SubgraphPlan],
+        checked: bool,
+        specialize: bool = True,
+        max_tensor_bytes: int | None = None,
     ) -> None:
         self.plans = plans
         self.checked = checked
+        #: Limits.max_tensor_bytes (None: no size checks)
+        self.max_tensor_bytes = max_tensor_bytes
         #: apply driver.executor.specialize (off: every step calls its kernel)
         self.specialize = specialize
         self.functions: dict[int, Callable] = {}
@@ -296,8 +313,31 @@ class Generator:
             call = f"{kernel}({args})"
         outputs = [namer(i) for i in step.outputs]
         target = outputs[0] if len(outputs) == 1 else ", ".join(outputs)
+        unproven = self._unproven_tensors(plan, step)
+        if unproven and step.context is not None and step.context.op.prepare is not None:
+            guard = TensorGuard(step, plan.subgraph.operands, self.max_tensor_bytes)
+            name = source.bind(f"g{plan.index}_{step.index}", guard)
+            source.line(depth, f"{name}({', '.join(namer(i) for i in step.inputs)})")
         source.line(depth, f"{target} = {call}")
+        for position in unproven:
+            out = outputs[position]
+            source.line(
+                depth,
+                f"if _nb({out}) > {self.max_tensor_bytes}: raise _too_big({step.location!r}, "
+                f"{position}, {step.outputs[position]}, {out}, {self.max_tensor_bytes})",
+            )
         self.emit_shape_checks(source, plan, step, outputs, depth)
+
+    def _unproven_tensors(self, plan: SubgraphPlan, step: Step) -> list[int]:
+        """Output positions the size limit checks at run time (none without a limit)."""
+        if self.max_tensor_bytes is None:
+            return []
+        operands = plan.subgraph.operands
+        return [
+            p
+            for p, i in enumerate(step.outputs)
+            if p not in step.proven and is_tensor(operands[i].type)
+        ]
 
     def emit_shape_checks(
         self, source: Source, plan: SubgraphPlan, step: Step, names: list[str], depth: int

@@ -22,6 +22,7 @@ from driver.executor.compiler import compile_plans, output_dtypes
 from driver.executor.operands import map_model_pools
 from driver.executor.plan import SubgraphPlan
 from driver.executor.shapes import prove_shapes
+from driver.limits import out_of_memory
 from nnhal.errors import GeneralFailure, HalError, InvalidArgument
 from nnhal.types import LOOP_TIMEOUT_DEFAULT_NS, TIME_POINT_MAX_NS, Model
 
@@ -52,38 +53,55 @@ class Cancel:
 
 
 def compile_model(
-    model: Model, *, pool_views: list[memoryview] | None = None, specialize: bool = True
+    model: Model,
+    *,
+    pool_views: list[memoryview] | None = None,
+    specialize: bool = True,
+    max_tensor_bytes: int | None = None,
 ) -> CompiledModel:
     """Compile an already validated model (``specialize=False``: no ``specialize`` patterns).
 
     Raises InvalidArgument when an operation is rejected by its registry
     checks (or is not supported), GeneralFailure for internal failures.
+    ``max_tensor_bytes`` (``Limits``; None = unchecked): a result proven above it is
+    RESOURCE_EXHAUSTED_PERSISTENT now, the others are checked at run time
+    (``tensor_guard``).
     """
     if pool_views is None:
         pool_views = map_model_pools(model)
     try:
         plans = compile_plans(model, pool_views)
-        prove_shapes(plans)
+        prove_shapes(plans, max_tensor_bytes)
     except HalError:
         raise
+    except MemoryError as exc:
+        raise out_of_memory("compilation", exc) from exc
     except Exception as exc:  # a malformed model the validator let through
         raise GeneralFailure(f"cannot compile model: {type(exc).__name__}: {exc}") from exc
-    return CompiledModel(model, plans, specialize=specialize)
+    return CompiledModel(model, plans, specialize=specialize, max_tensor_bytes=max_tensor_bytes)
 
 
 class CompiledModel:
     """Plans of every subgraph plus their generated functions; reusable and thread-safe."""
 
     def __init__(
-        self, model: Model, plans: dict[int, SubgraphPlan], *, specialize: bool = True
+        self,
+        model: Model,
+        plans: dict[int, SubgraphPlan],
+        *,
+        specialize: bool = True,
+        max_tensor_bytes: int | None = None,
     ) -> None:
         self.model = model
         self.plans = plans
         self._specialize = specialize
+        self._max_tensor_bytes = max_tensor_bytes
         self._n_inputs = len(model.main.inputIndexes)
         self._dtypes = output_dtypes(model)
         self._lock = threading.Lock()
-        self._unchecked = Generator(plans, checked=False, specialize=specialize)
+        self._unchecked = Generator(
+            plans, checked=False, specialize=specialize, max_tensor_bytes=max_tensor_bytes
+        )
         self._checked: Generator | None = None
         try:
             self._main: Callable = self._unchecked.function(0)
@@ -96,7 +114,12 @@ class CompiledModel:
     def _checked_main(self) -> Callable:
         with self._lock:
             if self._main_checked is None:
-                self._checked = Generator(self.plans, checked=True, specialize=self._specialize)
+                self._checked = Generator(
+                    self.plans,
+                    checked=True,
+                    specialize=self._specialize,
+                    max_tensor_bytes=self._max_tensor_bytes,
+                )
                 self._main_checked = self._checked.function(0)
             return self._main_checked
 
@@ -150,6 +173,8 @@ class CompiledModel:
             if cancel is not None and cancel.cancelled:
                 raise GeneralFailure(f"execution cancelled: {cancel.reason}") from None
             raise
+        except MemoryError as exc:
+            raise out_of_memory("execution", exc) from exc
         except Exception as exc:  # outside any step (argument binding, recursion...)
             raise GeneralFailure(f"execution failed: {type(exc).__name__}: {exc}") from exc
         finally:

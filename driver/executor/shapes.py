@@ -34,6 +34,7 @@ import os
 from dataclasses import replace
 
 from driver.executor.plan import Step, StepKind, SubgraphPlan, post_order
+from driver.executor.tensor_guard import check_proven
 from driver.ops.registry import ValueNotConstant
 from nnhal.errors import InvalidArgument
 from nnhal.types import OPERAND_TYPE_INFO, Operand
@@ -200,16 +201,19 @@ class _Inference:
         return [_known(s) for s in shapes or []]
 
 
-def prove_shapes(plans: dict[int, SubgraphPlan]) -> None:
+def prove_shapes(plans: dict[int, SubgraphPlan], max_tensor_bytes: int | None = None) -> None:
     """Set ``Step.proven`` on every step of ``plans`` (nothing proven when strict).
 
     Raises the InvalidArgument of an operation whose ``prepare`` rejects the
-    shapes it is certain to get (e.g. inputs that cannot be broadcast).
+    shapes it is certain to get (e.g. inputs that cannot be broadcast), and
+    RESOURCE_EXHAUSTED_PERSISTENT for a proven result above ``max_tensor_bytes``.
     """
     inference = _Inference(plans)
     inference.run()
     if inference.errors:
         raise inference.errors[0]
+    if max_tensor_bytes is not None:
+        check_proven(plans, inference.static, max_tensor_bytes)
     if strict_shapes():
         return
     for number, plan in plans.items():
