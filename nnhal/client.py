@@ -228,6 +228,10 @@ class Device:
         self._finalizer = (
             weakref.finalize(self, close_quietly, session) if session is not None else None
         )
+        if self._finalizer is not None:
+            # not at interpreter exit: an in-process server may be gone by then, and a
+            # process that ends stops renewing, so its lease runs out anyway
+            self._finalizer.atexit = False
         # the device name and the session go with every call as metadata
         headers = (*metadata, *((session.header,) if session is not None else ()))
 
