@@ -154,6 +154,11 @@ class Registry(Generic[T]):
         with self._lock:
             return len(self._objects)
 
+    def values(self) -> list[T]:
+        """A snapshot of the live objects."""
+        with self._lock:
+            return list(self._objects.values())
+
 
 class ServiceState:
     """The driver Device and the objects clients have created on it.

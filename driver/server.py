@@ -152,6 +152,11 @@ class ControlServicer(cgrpc.INnhalControlServicer):
 
         return self._reply(run)
 
+    def getResourceUsage(self, request: Any, context: Any) -> Any:
+        from driver.resources import resource_usage  # stress / leak checks (driver/resources.py)
+
+        return self._reply(lambda: json.dumps(resource_usage(self.states)))
+
 
 def _split_address(address: str) -> tuple[str, str]:
     if address.startswith("[") and "]:" in address:  # [::1]:port

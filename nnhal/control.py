@@ -9,7 +9,8 @@
 - ``create_fence`` / ``signal_fence`` / ``wait_fence``: client sync fences for
   ``executeFenced(waitFor=...)``.
 - ``Control``: ``set_faults`` (a ``[faults]`` table as TOML text or a dict),
-  ``set_offline``, ``trace`` (the device's call trace, parsed JSON).
+  ``set_offline``, ``trace`` (the device's call trace, parsed JSON), ``resource_usage``
+  (the server's memory, threads, files, shared memory and live objects).
 """
 
 from __future__ import annotations
@@ -164,6 +165,11 @@ class Control:
 
     def trace(self, device: str = "", clear: bool = False) -> list[dict[str, Any]]:
         reply = self._call(self.stub.getTrace, cpb.GetTraceRequest(device=device, clear=clear))
+        return json.loads(reply.json)
+
+    def resource_usage(self) -> dict[str, Any]:
+        """The server's resources and live objects (see driver/resources.py for the keys)."""
+        reply = self._call(self.stub.getResourceUsage, cpb.ResourceUsageRequest())
         return json.loads(reply.json)
 
 

@@ -1,0 +1,150 @@
+"""What the server process holds: memory, threads, files, shared memory, live objects.
+
+``resource_usage(states)`` answers ``INnhalControl.getResourceUsage`` (as a dict the
+control servicer turns into JSON). Leak checks such as ``nnhal stress`` compare two
+answers taken when the server is idle:
+
+- ``rss_bytes``: resident memory (``/proc/self/statm`` on Linux; elsewhere the peak
+  from ``getrusage``, flagged by ``rss_kind``);
+- ``threads``: OS threads of the process (``/proc/self/task``; elsewhere the Python
+  threads) and ``python_threads`` by name prefix (``nnhal-rpc_*`` = gRPC workers, ...);
+- ``open_files``: open file descriptors (``/proc/self/fd`` or ``/dev/fd``);
+- ``shm_mappings`` / ``shm_segments``: mappings of ``/dev/shm`` files in
+  ``/proc/self/maps`` and how many distinct segments they are (None = unknown, e.g.
+  macOS, where POSIX shared memory has no file system view);
+- ``devices``: per device, the size of every object registry of its
+  ``ServiceState`` (prepared models, buffers, sync fences, fenced-execution
+  callbacks, and any registry added later), ``fenced_active`` (fenced executions whose
+  fence has not signalled yet) and ``executions_in_flight`` (counted by
+  ``executing``, which ``driver.service.execute`` wraps around every execution).
+
+Everything here is cheap (a few small /proc reads, one pass over the registries), so
+the call can be made at any time, also under load.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from driver._service_support import Registry
+from driver.fences import ACTIVE
+
+__all__ = ["executing", "in_flight", "process_usage", "resource_usage"]
+
+_lock = threading.Lock()
+_in_flight: Counter[int] = Counter()  # id(ServiceState) -> executions running now
+
+
+@contextmanager
+def executing(state: Any) -> Iterator[None]:
+    """Count one execution on ``state``'s device for as long as the block runs."""
+    key = id(state)
+    with _lock:
+        _in_flight[key] += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _in_flight[key] -= 1
+            if not _in_flight[key]:
+                del _in_flight[key]
+
+
+def in_flight(state: Any) -> int:
+    with _lock:
+        return _in_flight.get(id(state), 0)
+
+
+def _rss() -> tuple[int | None, str]:
+    try:
+        with open("/proc/self/statm") as f:
+            resident_pages = int(f.read().split()[1])
+        return resident_pages * os.sysconf("SC_PAGE_SIZE"), "current"
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import resource
+
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        # ru_maxrss is in bytes on macOS, in KiB elsewhere
+        return (peak if sys.platform == "darwin" else peak * 1024), "peak"
+    except (ImportError, OSError):
+        return None, "unknown"
+
+
+def _count_dir(path: str) -> int | None:
+    try:
+        return len(os.listdir(path))
+    except OSError:
+        return None
+
+
+def _open_files() -> int | None:
+    n = _count_dir("/proc/self/fd")
+    if n is None:
+        n = _count_dir("/dev/fd")
+    # listing the directory opened one descriptor of its own
+    return None if n is None else n - 1
+
+
+_SHM_LINE = re.compile(r"\s(/dev/shm/\S+)")
+
+
+def _shm() -> tuple[int | None, int | None]:
+    try:
+        with open("/proc/self/maps") as f:
+            paths = [m.group(1) for m in map(_SHM_LINE.search, f) if m]
+    except OSError:
+        return None, None
+    return len(paths), len(set(paths))
+
+
+def _thread_names() -> dict[str, int]:
+    """Python threads by name, numbers replaced by * (nnhal-rpc_3 -> nnhal-rpc_*)."""
+    names = Counter(re.sub(r"\d+", "*", t.name) for t in threading.enumerate())
+    return dict(sorted(names.items()))
+
+
+def process_usage() -> dict[str, Any]:
+    """The process-wide figures (see the module docstring)."""
+    rss, rss_kind = _rss()
+    os_threads = _count_dir("/proc/self/task")
+    mappings, segments = _shm()
+    return {
+        "pid": os.getpid(),
+        "rss_bytes": rss,
+        "rss_kind": rss_kind,
+        "threads": os_threads if os_threads is not None else threading.active_count(),
+        "python_threads": _thread_names(),
+        "open_files": _open_files(),
+        "shm_mappings": mappings,
+        "shm_segments": segments,
+    }
+
+
+def device_usage(state: Any) -> dict[str, Any]:
+    """Live objects of one device: every Registry of its ServiceState, by attribute name."""
+    objects = {
+        name: len(value) for name, value in vars(state).items() if isinstance(value, Registry)
+    }
+    return {
+        "objects": dict(sorted(objects.items())),
+        "fenced_active": sum(
+            1 for r in state.fenced_executions.values() if r.fence.state == ACTIVE
+        ),
+        "executions_in_flight": in_flight(state),
+    }
+
+
+def resource_usage(states: Mapping[str, Any]) -> dict[str, Any]:
+    """The answer of getResourceUsage for a server whose devices are ``states``."""
+    usage = process_usage()
+    usage["devices"] = {name: device_usage(state) for name, state in states.items()}
+    return usage
