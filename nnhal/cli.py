@@ -13,6 +13,8 @@ Subcommands::
                     [--expectations FILE] [--vectors PATH] [--junit-xml FILE]
                     [--json-report FILE] [--coverage [FILE]] [--profile ...]
     nnhal bench control-flow [--n N ...] [--repeat R] [--json FILE]
+    nnhal stress    [ADDR] [--clients N] [--executions M] [--duration S] [--seed S] [--json]
+    nnhal resources ADDR
 
 MODEL files use the test-vector JSON format (``nnhal.vectors``). Without
 ``--target`` the driver runs in this process behind a real gRPC server on a
@@ -577,6 +579,7 @@ def build_parser() -> argparse.ArgumentParser:
     __import__("nnhal.cli_bench").cli_bench.add_bench_parser(sub, cmd_bench)  # issue 9
     _oppkg().add_parsers(sub)  # issue 6: `nnhal oppkg ...`, `nnhal explain`
     __import__("nnhal.cli_trace").cli_trace.add_parsers(sub)  # issue 8: trace, devices, faults
+    __import__("nnhal.cli_stress").cli_stress.add_parsers(sub)  # issue 10: stress, resources
     return parser
 
 
