@@ -146,7 +146,9 @@ def infinite_model() -> Model:
     cond.operation(Op.GREATER_EQUAL, [ci, cn], [flag])
     bi, _bn = body.input(F32, [1]), body.input(F32, [1])
     bo = body.output(F32, [1])
-    body.operation(Op.ADD, [bi, body.constant(F32, [1.0]), body.constant(OperandType.INT32, 0)], [bo])
+    body.operation(
+        Op.ADD, [bi, body.constant(F32, [1.0]), body.constant(OperandType.INT32, 0)], [bo]
+    )
     g = mb.main
     i, n = g.input(F32, [1]), g.input(F32, [1])
     out = g.output(F32, [1])
@@ -243,13 +245,17 @@ class Client:
         ok_in = (_arg(0, 0, n), _arg(0, n, n))
         case = int(self.rng.integers(8))
         if case == 0:  # input dimensions that contradict the model's
-            req = Request((_arg(0, 0, n, (3, 2)), ok_in[1]), (_arg(1, 0, n),), (InlineMemory(data), out))
+            req = Request(
+                (_arg(0, 0, n, (3, 2)), ok_in[1]), (_arg(1, 0, n),), (InlineMemory(data), out)
+            )
         elif case == 1:  # one input missing
             req = Request(ok_in[:1], (_arg(1, 0, n),), (InlineMemory(data), out))
         elif case == 2:  # a pool index out of range
             req = Request((ok_in[0], _arg(7, 0, n)), (_arg(1, 0, n),), (InlineMemory(data), out))
         elif case == 3:  # a location past the end of its pool
-            req = Request((ok_in[0], _arg(0, n + 8, n)), (_arg(1, 0, n),), (InlineMemory(data), out))
+            req = Request(
+                (ok_in[0], _arg(0, n + 8, n)), (_arg(1, 0, n),), (InlineMemory(data), out)
+            )
         elif case == 4:  # an execution on a prepared model id that does not exist
             PreparedModel(self.device, 1 << 40, None).execute_request(
                 Request(ok_in, (_arg(1, 0, n),), (InlineMemory(data), out))
@@ -328,7 +334,9 @@ class Client:
             n = x.nbytes
             pools = (TokenMemory(buffer.token), InlineMemory(x.tobytes() + y.tobytes()))
             # buffer = x + y (output into the driver buffer) ...
-            self.add.execute_request(Request((_arg(1, 0, n), _arg(1, n, n)), (_arg(0, 0, 0),), pools))
+            self.add.execute_request(
+                Request((_arg(1, 0, n), _arg(1, n, n)), (_arg(0, 0, 0),), pools)
+            )
             got = np.frombuffer(buffer.copyTo(InlineMemory(bytes(n))), np.float32).reshape(DIMS)
             _same(got, x + y, "driver buffer after ADD")
             buffer.copyFrom(InlineMemory(y.tobytes()))
@@ -368,7 +376,7 @@ def outcome(action: Callable[[], None]) -> tuple[str, str]:
         return ErrorStatus(exc.status).name, exc.message or str(exc)
     except WrongOutput as exc:
         return "WRONG_OUTPUT", str(exc)
-    except Exception as exc:  # a client-side failure is a finding too
+    except Exception as exc:  # noqa: BLE001 - a client-side failure is a finding too
         return "EXCEPTION", f"{type(exc).__name__}: {exc}"
     return "NONE", ""
 
