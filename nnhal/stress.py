@@ -167,25 +167,23 @@ def settled_usage(control: Any, settle: float, like: dict[str, Any] | None = Non
 
 
 def _saturate(address: str, concurrency: int) -> None:
-    """``concurrency`` slow executions at once: the server's worker pool reaches the size
-    the run can need (the pool grows on demand and never shrinks)."""
-    from nnhal.client import connect
-    from nnhal.errors import HalError
-    from nnhal.stress_client import INFINITE_INPUTS, infinite_model
+    """``concurrency`` calls in flight at once, so that the server's worker pool reaches
+    the size the run can need (it grows on demand and never shrinks): waitFence calls on
+    one unsignalled client fence, which hold a worker each without using the CPU, so
+    that they all arrive while the others still wait."""
+    from nnhal._proto.v1_3 import prepared_model_pb2 as ppb
+    from nnhal.client import _rpc, connect
+    from nnhal.control import create_fence, wait_fence
 
     with connect(address, timeout=30.0) as device:
-        prepared = device.prepareModel_1_3(infinite_model())
-
-        def slow() -> None:
-            try:
-                prepared.execute(INFINITE_INPUTS, loop_timeout_ns=300_000_000)
-            except HalError:
-                pass  # MISSED_DEADLINE_* (or an injected fault): only the waiting matters
-
-        with ThreadPoolExecutor(concurrency) as pool:
-            for future in [pool.submit(slow) for _ in range(concurrency)]:
-                future.result()
-        prepared.release()
+        fence = create_fence(device)
+        try:
+            with ThreadPoolExecutor(concurrency) as pool:
+                waits = [pool.submit(wait_fence, device, fence, 1.5) for _ in range(concurrency)]
+                for future in waits:
+                    future.result()
+        finally:
+            _rpc(device.fence_stub.release, ppb.ReleaseRequest(id=fence))
 
 
 def _tasks(options: StressOptions, address: str, warmup: bool) -> list[dict[str, Any]]:
@@ -374,6 +372,9 @@ def format_report(report: dict[str, Any]) -> str:
     for key in b:
         mark = "" if b[key] == a.get(key) else "   <- differs"
         lines.append(f"{key:<34}{_cell(b[key]):>12}{_cell(a.get(key)):>12}{mark}")
+    if b["threads"] != a["threads"]:
+        lines.append(f"  Python threads before: {res['before'].get('python_threads')}")
+        lines.append(f"  Python threads after:  {res['after'].get('python_threads')}")
     lines.append("")
     if report["ok"]:
         lines.append("OK: every outcome as expected, the server's resources as before")
