@@ -35,7 +35,7 @@ import signal
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -203,6 +203,19 @@ def _tasks(options: StressOptions, address: str, warmup: bool) -> list[dict[str,
     ]
 
 
+def _round(pool: ProcessPoolExecutor, tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Run one task per client process; a process that died is reported, not waited for."""
+    futures = [pool.submit(client_main, task) for task in tasks]
+    results = []
+    for task, future in zip(tasks, futures):
+        try:
+            results.append(future.result())
+        except Exception as exc:  # noqa: BLE001 - BrokenProcessPool, or a bug in the client
+            error = f"client {task['index']}: its process failed: {type(exc).__name__}: {exc}"
+            results.append({"index": task["index"], "kinds": {}, "error": error, "died": True})
+    return results
+
+
 def _merge(results: list[dict[str, Any]]) -> tuple[dict[str, dict], list[str]]:
     kinds: dict[str, dict[str, Any]] = {}
     errors = [r["error"] for r in results if r.get("error")]
@@ -255,26 +268,28 @@ def run_stress(options: StressOptions) -> dict[str, Any]:
     own = OwnServer(options.profile, options.serve_args) if options.address is None else None
     address = own.address if own is not None else options.address
     ctx = multiprocessing.get_context("spawn")
-    try:
+    try:  # from here on, the own server is stopped whatever happens
         with Control(address) as control:
             try:
                 devices = control.list_devices()
             except Exception as exc:  # noqa: BLE001 - e.g. nothing listens there
                 raise StressError(f"no nnhal server answers at {address}: {exc}") from None
             barrier = ctx.Barrier(options.clients)
-            with ctx.Pool(options.clients, initializer=init_worker, initargs=(barrier,)) as pool:
+            with ProcessPoolExecutor(
+                options.clients, mp_context=ctx, initializer=init_worker, initargs=(barrier,)
+            ) as pool:
                 _saturate(address, 2 * options.clients + 2)
-                warm = pool.map(client_main, _tasks(options, address, True), chunksize=1)
+                warm = _round(pool, _tasks(options, address, True))
                 warm_kinds, warm_errors = _merge(warm)
+                if any(r.get("died") for r in warm):
+                    raise StressError(f"a client process died in the warm-up: {warm_errors}")
                 before = settled_usage(control, options.settle)
                 t0 = time.monotonic()
-                results = pool.map(client_main, _tasks(options, address, False), chunksize=1)
+                results = _round(pool, _tasks(options, address, False))
                 wall = time.monotonic() - t0
                 t1 = time.monotonic()
                 after = settled_usage(control, options.settle, like=before)
                 settle_s = time.monotonic() - t1
-                pool.close()
-                pool.join()
     finally:
         if own is not None:
             own.stop()

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 import pytest
@@ -125,29 +128,55 @@ def fresh_server():
         server.stop(None).wait()
 
 
-@pytest.mark.timeout(120)
-def test_resource_usage_sees_objects_handles_and_threads(fresh_server, capsys) -> None:
+@contextmanager
+def _holding_objects(device: Any) -> Iterator[None]:
+    """A prepared model, a driver buffer, a client fence, a fenced execution waiting for it
+    (in a thread), a burst with a shared-memory slot and an open file; all released after."""
     from nnhal._client_io import IoPlan
     from nnhal._proto.v1_3 import prepared_model_pb2 as ppb
-    from nnhal.client import _rpc, connect
+    from nnhal.client import _rpc
     from nnhal.control import create_fence, signal_fence, wait_fence
     from nnhal.types import BufferDesc, BufferRole
 
+    prepared = device.prepareModel_1_3(add_model())
+    role = BufferRole(modelIndex=0, ioIndex=0, frequency=1.0)
+    buffer = device.allocate(BufferDesc(), [prepared], [role], [role])
+    fence = create_fence(device)
+    x = np.ones((2, 3), np.float32)
+    plan = IoPlan(prepared.model, [x, x], None, "shared")
+    fenced = prepared.executeFenced(plan.request, waitFor=[fence])  # waits in a thread
+    burst = prepared.burst()
+    burst.register(plan.request.pools[0])  # the server maps the segment in a slot
+    handle = open(__file__)  # noqa: SIM115 - one more descriptor in this process
+    try:
+        yield
+    finally:
+        handle.close()
+        burst.close()
+        signal_fence(device, fence)
+        assert wait_fence(device, fenced.syncFence, 10.0) == "SIGNALED"
+        np.testing.assert_array_equal(plan.read_outputs((), {})[0], x + x)
+        fenced.callback.release()
+        _rpc(device.fence_stub.release, ppb.ReleaseRequest(id=fence))
+        plan.close()
+        buffer.release()
+        prepared.release()
+
+
+@pytest.mark.timeout(120)
+def test_resource_usage_sees_objects_handles_and_threads(fresh_server, capsys) -> None:
+    from nnhal.client import connect
+    from nnhal.stress import _saturate
+
     address, control = fresh_server
     with connect(address) as device:
+        # as `nnhal stress` does: the worker pool at its full size, lazy allocations made
+        _saturate(address, 20)
+        with _holding_objects(device):
+            pass
         before = settled_usage(control, 5.0)
         assert before["pid"] == os.getpid() and before["rss_kind"] == "current"
-        prepared = device.prepareModel_1_3(add_model())
-        role = BufferRole(modelIndex=0, ioIndex=0, frequency=1.0)
-        buffer = device.allocate(BufferDesc(), [prepared], [role], [role])
-        fence = create_fence(device)
-        x = np.ones((2, 3), np.float32)
-        plan = IoPlan(prepared.model, [x, x], None, "shared")
-        fenced = prepared.executeFenced(plan.request, waitFor=[fence])  # waits in a thread
-        burst = prepared.burst()
-        burst.register(plan.request.pools[0])  # the server maps the segment in a slot
-        handle = open(__file__)  # noqa: SIM115 - one more descriptor in this process
-        try:
+        with _holding_objects(device):
             now = control.resource_usage()
             problems = "\n".join(compare(before, now, 64.0))
             for key, delta in [
@@ -165,21 +194,10 @@ def test_resource_usage_sees_objects_handles_and_threads(fresh_server, capsys) -
             # the client's own mapping and the server's slot (one process here)
             assert now["shm_mappings"] >= before["shm_mappings"] + 2
             assert now["shm_segments"] == before["shm_segments"] + 1
-            assert "nnhal-rpc_*" in now["python_threads"]
-        finally:
-            handle.close()
-            burst.close()
-            signal_fence(device, fence)
-            assert wait_fence(device, fenced.syncFence, 10.0) == "SIGNALED"
-            np.testing.assert_array_equal(plan.read_outputs((), {})[0], x + x)
-            fenced.callback.release()
-            _rpc(device.fence_stub.release, ppb.ReleaseRequest(id=fence))
-            plan.close()
-            buffer.release()
-            prepared.release()
+            assert now["python_threads"]["nnhal-rpc_*"] == 16  # the server's max_workers
         # everything released: the figures come back
         after = settled_usage(control, 10.0, like=before)
-        assert compare(before, after, 64.0) == []
+        assert compare(before, after, 64.0) == [], (before, after)
 
     assert main(["resources", address]) == 0
     usage = json.loads(capsys.readouterr().out)
