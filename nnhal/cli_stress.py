@@ -1,9 +1,10 @@
 """`nnhal stress` and `nnhal resources` (issue 10: load and leak checks).
 
-- ``nnhal stress [ADDR] [--clients N] [--executions M] [--duration S] [--seed S] [--mix
-  KIND=W,...] [--json] [--profile P]``: many client processes against one server (its
-  own ``nnhal serve`` without ADDR); exit 0 when every call ended as expected and the
-  server's resources are as before (``nnhal.stress``), 1 otherwise, 2 for bad usage;
+- ``nnhal stress [ADDR] [--clients N] [--executions M] [--duration S] [--seed S]
+  [--mix KIND=W,...] [--json] [--profile P] [--device NAME]``: many client processes
+  against one server (its own ``nnhal serve`` without ADDR); exit 0 when every call
+  ended as expected and the server's resources are as before (``nnhal.stress``), 1
+  otherwise, 2 for bad usage;
 - ``nnhal resources ADDR``: the server's ``getResourceUsage`` answer as JSON.
 """
 
@@ -60,6 +61,7 @@ def add_parsers(sub: Any) -> None:
         help="fail when resident memory grew by more (default 64)",
     )
     p.add_argument("--profile", help="profile of the own server (without ADDR)")
+    p.add_argument("--device", default="", help="the device the clients use (default: the first)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=cmd_stress)
 
@@ -107,6 +109,7 @@ def cmd_stress(args: argparse.Namespace) -> int:
         settle=args.settle,
         max_rss_growth_mb=args.max_rss_growth_mb,
         profile=args.profile,
+        device=args.device,
     )
     try:
         check_options(options)

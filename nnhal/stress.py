@@ -58,6 +58,7 @@ class StressOptions:
     settle: float = 20.0  # seconds to wait for the server's figures to come back
     max_rss_growth_mb: float = 64.0
     profile: str | None = None  # profile of the own server
+    device: str = ""  # the device the clients use (default: the server's first)
     serve_args: tuple[str, ...] = ()  # more `nnhal serve` options for the own server
 
 
@@ -198,6 +199,7 @@ def _tasks(options: StressOptions, address: str, warmup: bool) -> list[dict[str,
             "executions": per_client,
             "duration": None if warmup else options.duration,
             "cover": warmup,
+            "device": options.device,
         }
         for i in range(options.clients)
     ]
@@ -274,6 +276,9 @@ def run_stress(options: StressOptions) -> dict[str, Any]:
                 devices = control.list_devices()
             except Exception as exc:  # noqa: BLE001 - e.g. nothing listens there
                 raise StressError(f"no nnhal server answers at {address}: {exc}") from None
+            names = [d["name"] for d in devices]
+            if options.device and options.device not in names:
+                raise StressError(f"no device {options.device!r} at {address} (it has {names})")
             barrier = ctx.Barrier(options.clients)
             with ProcessPoolExecutor(
                 options.clients, mp_context=ctx, initializer=init_worker, initargs=(barrier,)

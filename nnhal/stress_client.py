@@ -411,7 +411,7 @@ def client_main(task: dict[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = {"index": task["index"], "kinds": stats, "error": None}
     barrier = _BARRIER
     try:
-        device = connect(task["address"], timeout=30.0)
+        device = connect(task["address"], timeout=30.0, device=task.get("device") or None)
     except Exception as exc:  # noqa: BLE001 - reported, and the barrier must not hang
         result["error"] = f"client {task['index']}: cannot connect: {exc}"
         if barrier is not None:

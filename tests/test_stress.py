@@ -231,3 +231,30 @@ def test_compare_rss_rule() -> None:
     grown = compare(base, {**base, "rss_bytes": 200 * 2**20}, 64.0)
     assert len(grown) == 1 and "grew by 100.0 MiB" in grown[0]
     assert compare(base, {**base, "threads": 4}, 64.0) == ["threads: 3 before, 4 after"]
+
+
+@pytest.mark.timeout(300)
+def test_clients_use_the_chosen_device(capsys) -> None:
+    from driver.device import Device
+    from driver.profile import load_profile
+    from driver.service import create_server
+    from nnhal.control import Control
+
+    devices = [Device(load_profile("default")), Device(load_profile("example-npu"))]
+    server, address = create_server(devices, "127.0.0.1:0")
+    try:
+        code, report = _run(
+            capsys, address, "--device", "example-npu", "--clients", "2", "--executions", "15"
+        )
+        assert not report["own_server"] and report["devices"] == ["default", "example-npu"]
+        assert report["unexpected"] == 0 and not report["client_errors"]
+        with Control(address) as control:
+            npu = control.trace("example-npu")
+            assert any(e["method"].startswith("execute") for e in npu)
+            assert not any(e["method"].startswith("execute") for e in control.trace("default"))
+        assert code == 0 and report["ok"], report["resources"]["problems"]
+
+        assert main(["stress", address, "--device", "nosuch", "--executions", "1"]) == 1
+        assert "no device 'nosuch'" in capsys.readouterr().err
+    finally:
+        server.stop(None).wait()
