@@ -60,6 +60,14 @@ def add_parsers(sub: Any) -> None:
         metavar="MB",
         help="fail when resident memory grew by more (default 64)",
     )
+    p.add_argument(
+        "--call-timeout",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="gRPC deadline of every client call; a call past it counts as DEVICE_UNAVAILABLE "
+        "(default 60)",
+    )
     p.add_argument("--profile", help="profile of the own server (without ADDR)")
     p.add_argument("--device", default="", help="the device the clients use (default: the first)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -110,6 +118,7 @@ def cmd_stress(args: argparse.Namespace) -> int:
         max_rss_growth_mb=args.max_rss_growth_mb,
         profile=args.profile,
         device=args.device,
+        call_timeout=args.call_timeout,
     )
     try:
         check_options(options)

@@ -59,6 +59,7 @@ class StressOptions:
     max_rss_growth_mb: float = 64.0
     profile: str | None = None  # profile of the own server
     device: str = ""  # the device the clients use (default: the server's first)
+    call_timeout: float = 60.0  # gRPC deadline of every client call (a burst: its stream)
     serve_args: tuple[str, ...] = ()  # more `nnhal serve` options for the own server
 
 
@@ -200,6 +201,7 @@ def _tasks(options: StressOptions, address: str, warmup: bool) -> list[dict[str,
             "duration": None if warmup else options.duration,
             "cover": warmup,
             "device": options.device,
+            "call_timeout": options.call_timeout,
         }
         for i in range(options.clients)
     ]
@@ -253,6 +255,8 @@ def check_options(options: StressOptions) -> None:
         raise StressError("--executions must be >= 0")
     if options.duration is not None and options.duration <= 0:
         raise StressError("--duration must be > 0")
+    if options.call_timeout <= 0:
+        raise StressError("--call-timeout must be > 0")
     if not options.executions and options.duration is None:
         raise StressError("give --executions or --duration (or both): the run needs an end")
     unknown = sorted(set(options.weights) - set(KINDS))

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterator
 from threading import BrokenBarrierError
 from typing import Any
 
+import grpc
 import numpy as np
 
 from nnhal.builder import ModelBuilder
@@ -404,14 +405,12 @@ def plan_kinds(
 
 def client_main(task: dict[str, Any]) -> dict[str, Any]:
     """One client process: connect, prepare, wait for the others, run, report per kind."""
-    from nnhal.client import connect
-
     rng = np.random.default_rng([task["seed"], task["index"]])
     stats: dict[str, dict[str, Any]] = {}
     result: dict[str, Any] = {"index": task["index"], "kinds": stats, "error": None}
     barrier = _BARRIER
     try:
-        device = connect(task["address"], timeout=30.0, device=task.get("device") or None)
+        device = connect_with_deadlines(task["address"], task["device"])
     except Exception as exc:  # noqa: BLE001 - reported, and the barrier must not hang
         result["error"] = f"client {task['index']}: cannot connect: {exc}"
         if barrier is not None:
@@ -432,6 +431,7 @@ def client_main(task: dict[str, Any]) -> dict[str, Any]:
                 result["error"] = f"client {task['index']}: another client failed to start"
                 client.close()
                 return result
+        device.deadline.seconds = task["call_timeout"]
         started = time.monotonic()
         end = started + task["duration"] if task["duration"] else None
         kinds = plan_kinds(rng, task["weights"], task["executions"], task["cover"])
@@ -449,6 +449,7 @@ def client_main(task: dict[str, Any]) -> dict[str, Any]:
             if got not in KINDS[kind] and len(entry["unexpected"]) < 5:
                 entry["unexpected"].append(f"{got}: {message}")
         result["elapsed"] = time.monotonic() - started
+        device.deadline.seconds = SETUP_TIMEOUT
         client.close()
     finally:
         device.close()
@@ -457,6 +458,46 @@ def client_main(task: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
+class _CallDeadline(grpc.UnaryUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
+    """Every call (a burst: its whole stream) gets a gRPC deadline: a server that stops
+    answering makes the action end with DEVICE_UNAVAILABLE instead of hanging the run."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def _details(self, details: Any) -> Any:
+        return details if details.timeout is not None else details._replace(timeout=self.seconds)
+
+    def intercept_unary_unary(self, continuation: Callable, details: Any, request: Any) -> Any:
+        return continuation(self._details(details), request)
+
+    def intercept_stream_stream(self, continuation: Callable, details: Any, it: Any) -> Any:
+        return continuation(self._details(details), it)
+
+
+def connect_with_deadlines(address: str, device: str) -> Any:
+    """``nnhal.client.connect`` whose every call has a gRPC deadline: ``SETUP_TIMEOUT``
+    seconds, until the caller sets ``client.deadline.seconds``."""
+    from nnhal._proto.v1_3 import device_pb2 as dpb
+    from nnhal.client import GRPC_OPTIONS, Device
+    from nnhal.control import select_device
+
+    channel = grpc.insecure_channel(address, options=GRPC_OPTIONS)
+    deadline = _CallDeadline(SETUP_TIMEOUT)
+    channel = grpc.intercept_channel(channel, deadline)
+    if device:
+        channel = select_device(channel, device)
+    client = Device(channel, address)
+    client.deadline = deadline
+    try:
+        client.stub.getStatus(dpb.DeviceQuery(), timeout=30.0, wait_for_ready=True)
+    except grpc.RpcError as exc:
+        channel.close()
+        raise ConnectionError(f"no nnhal driver answered at {address}: {exc.code()}") from None
+    return client
+
+
+SETUP_TIMEOUT = 300.0  # connecting and preparing the shared models, on a loaded machine
 _BARRIER: Any = None
 
 

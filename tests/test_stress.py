@@ -258,3 +258,18 @@ def test_clients_use_the_chosen_device(capsys) -> None:
         assert "no device 'nosuch'" in capsys.readouterr().err
     finally:
         server.stop(None).wait()
+
+
+@pytest.mark.timeout(300)
+def test_a_server_that_stops_answering_cannot_hang_the_run(tmp_path, capsys) -> None:
+    profile = tmp_path / "slow.toml"
+    profile.write_text(
+        'name = "slow"\n[faults]\n[[faults.rules]]\nmethod = "execute*"\nlatency_ms = 3000.0\n'
+    )
+    mix = ",".join(f"{kind}={int(kind == 'add')}" for kind in KINDS)
+    code, report = _run(capsys, "--profile", str(profile), "--clients", "1", "--executions",
+                        "3", "--mix", mix, "--call-timeout", "0.5")  # fmt: skip
+    assert code == 1 and not report["ok"]
+    add = report["kinds"]["add"]
+    assert add["outcomes"] == {"DEVICE_UNAVAILABLE": 3} and add["unexpected"] == 3
+    assert "DEADLINE_EXCEEDED" in add["unexpected_samples"][0]
