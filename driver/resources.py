@@ -12,6 +12,8 @@ answers taken when the server is idle:
 - ``shm_mappings`` / ``shm_segments``: mappings of ``/dev/shm`` files in
   ``/proc/self/maps`` and how many distinct segments they are (None = unknown, e.g.
   macOS, where POSIX shared memory has no file system view);
+- ``sessions``: client sessions open, their executions running, leases expired so
+  far, and whether the session reaper thread is alive;
 - ``devices``: per device, the size of every object registry of its
   ``ServiceState`` (prepared models, buffers, sync fences, fenced-execution
   callbacks, and any registry added later), ``fenced_active`` (fenced executions whose
@@ -35,6 +37,8 @@ from typing import Any
 
 from driver._service_support import Registry
 from driver.fences import ACTIVE
+
+REAPER_THREAD = "nnhal-session-reaper"  # driver.sessions.SessionTable's thread
 
 __all__ = ["executing", "in_flight", "process_usage", "resource_usage"]
 
@@ -143,8 +147,24 @@ def device_usage(state: Any) -> dict[str, Any]:
     }
 
 
+def session_usage(states: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The server's client sessions (one table shared by its devices; ``driver.sessions``):
+    open, executions they run, leases expired so far, and whether the reaper thread (which
+    ends some time after the last session) is still there."""
+    table = next((getattr(s, "sessions", None) for s in states.values()), None)
+    if table is None:
+        return None
+    return {
+        "open": len(table),
+        "running": table.running_count(),
+        "expired": table.expired,
+        "reaper": any(t.name == REAPER_THREAD for t in threading.enumerate()),
+    }
+
+
 def resource_usage(states: Mapping[str, Any]) -> dict[str, Any]:
     """The answer of getResourceUsage for a server whose devices are ``states``."""
     usage = process_usage()
+    usage["sessions"] = session_usage(states)
     usage["devices"] = {name: device_usage(state) for name, state in states.items()}
     return usage

@@ -98,6 +98,7 @@ class SessionTable:
             self._lease_s.pop(session, None)
             self._expiry.pop(session, None)
             running = list(self._running.pop(session, ()))
+            self._cond.notify()  # the reaper ends now when this was the last session
         for cancel in running:
             cancel.cancel(reason)
         released = self._release(session, reason)

@@ -120,6 +120,11 @@ def checked_figures(usage: dict[str, Any]) -> dict[str, Any]:
         "shm_mappings": usage.get("shm_mappings"),
         "shm_segments": usage.get("shm_segments"),
     }
+    sessions = usage.get("sessions")
+    if sessions is not None:
+        # a lease that expired during the run: a live client was taken for dead
+        for key in ("open", "running", "expired"):
+            figures[f"sessions.{key}"] = sessions.get(key)
     for name, dev in sorted(usage.get("devices", {}).items()):
         for kind, count in sorted(dev.get("objects", {}).items()):
             figures[f"{name}.{kind}"] = count
@@ -145,6 +150,10 @@ def compare(before: dict[str, Any], after: dict[str, Any], max_rss_growth_mb: fl
 
 
 def _idle(usage: dict[str, Any]) -> bool:
+    """No execution running, no client session open (its reaper thread gone too)."""
+    sessions = usage.get("sessions") or {}
+    if sessions.get("open") or sessions.get("running") or sessions.get("reaper"):
+        return False
     return all(
         not d.get("executions_in_flight") and not d.get("fenced_active")
         for d in usage.get("devices", {}).values()

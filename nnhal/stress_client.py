@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterator
 from threading import BrokenBarrierError
 from typing import Any
 
-import grpc
 import numpy as np
 
 from nnhal.builder import ModelBuilder
@@ -458,42 +457,47 @@ def client_main(task: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-class _CallDeadline(grpc.UnaryUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
-    """Every call (a burst: its whole stream) gets a gRPC deadline: a server that stops
-    answering makes the action end with DEVICE_UNAVAILABLE instead of hanging the run."""
+class Deadline:
+    """The gRPC deadline (seconds) every call of a client gets; changeable."""
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
 
-    def _details(self, details: Any) -> Any:
-        return details if details.timeout is not None else details._replace(timeout=self.seconds)
 
-    def intercept_unary_unary(self, continuation: Callable, details: Any, request: Any) -> Any:
-        return continuation(self._details(details), request)
+class _DeadlineStub:
+    """A stub whose calls without a ``timeout`` get the client's current deadline (a burst:
+    its whole stream), so that a server that stops answering ends the action with
+    DEVICE_UNAVAILABLE instead of hanging the run. (Per call, as nnhal.control.MetadataStub
+    does, rather than a channel interceptor.)"""
 
-    def intercept_stream_stream(self, continuation: Callable, details: Any, it: Any) -> Any:
-        return continuation(self._details(details), it)
+    def __init__(self, stub: Any, deadline: Deadline) -> None:
+        self.wrapped = stub
+        self.deadline = deadline
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self.wrapped, name)
+        deadline = self.deadline
+
+        def call(request: Any, *args: Any, **kwargs: Any) -> Any:
+            kwargs.setdefault("timeout", deadline.seconds)
+            return method(request, *args, **kwargs)
+
+        setattr(self, name, call)
+        return call
+
+
+_STUBS = ("stub", "prepared_model_stub", "buffer_stub", "callback_stub", "fence_stub")
 
 
 def connect_with_deadlines(address: str, device: str) -> Any:
-    """``nnhal.client.connect`` whose every call has a gRPC deadline: ``SETUP_TIMEOUT``
-    seconds, until the caller sets ``client.deadline.seconds``."""
-    from nnhal._proto.v1_3 import device_pb2 as dpb
-    from nnhal.client import GRPC_OPTIONS, Device
-    from nnhal.control import select_device
+    """``nnhal.client.connect`` (with its client session) whose every call has a gRPC
+    deadline: ``SETUP_TIMEOUT`` seconds, until the caller sets ``client.deadline.seconds``."""
+    from nnhal.client import connect
 
-    channel = grpc.insecure_channel(address, options=GRPC_OPTIONS)
-    deadline = _CallDeadline(SETUP_TIMEOUT)
-    channel = grpc.intercept_channel(channel, deadline)
-    if device:
-        channel = select_device(channel, device)
-    client = Device(channel, address)
-    client.deadline = deadline
-    try:
-        client.stub.getStatus(dpb.DeviceQuery(), timeout=30.0, wait_for_ready=True)
-    except grpc.RpcError as exc:
-        channel.close()
-        raise ConnectionError(f"no nnhal driver answered at {address}: {exc.code()}") from None
+    client = connect(address, timeout=30.0, device=device or None)
+    client.deadline = Deadline(SETUP_TIMEOUT)
+    for name in _STUBS:  # before any PreparedModel copies a stub
+        setattr(client, name, _DeadlineStub(getattr(client, name), client.deadline))
     return client
 
 

@@ -169,7 +169,7 @@ def test_resource_usage_sees_objects_handles_and_threads(fresh_server, capsys) -
     from nnhal.stress import _saturate
 
     address, control = fresh_server
-    with connect(address) as device:
+    with connect(address, session=False) as device:
         # as `nnhal stress` does: the worker pool at its full size, lazy allocations made
         _saturate(address, 20)
         with _holding_objects(device):
@@ -212,7 +212,7 @@ def test_executions_in_flight_are_counted(fresh_server) -> None:
     from nnhal.stress_client import INFINITE_INPUTS, infinite_model
 
     address, control = fresh_server
-    with connect(address) as device:
+    with connect(address, session=False) as device:
         looping = device.prepareModel_1_3(infinite_model())
         future = looping.execute_async(INFINITE_INPUTS, loop_timeout_ns=3_000_000_000)
         seen = 0
@@ -268,8 +268,27 @@ def test_a_server_that_stops_answering_cannot_hang_the_run(tmp_path, capsys) -> 
     )
     mix = ",".join(f"{kind}={int(kind == 'add')}" for kind in KINDS)
     code, report = _run(capsys, "--profile", str(profile), "--clients", "1", "--executions",
-                        "3", "--mix", mix, "--call-timeout", "0.5")  # fmt: skip
+                        "3", "--mix", mix, "--call-timeout", "0.5", "--settle", "2")  # fmt: skip
     assert code == 1 and not report["ok"]
     add = report["kinds"]["add"]
     assert add["outcomes"] == {"DEVICE_UNAVAILABLE": 3} and add["unexpected"] == 3
     assert "DEADLINE_EXCEEDED" in add["unexpected_samples"][0]
+
+
+@pytest.mark.timeout(60)
+def test_sessions_are_counted_and_the_reaper_ends_with_the_last(fresh_server) -> None:
+    from nnhal.client import connect
+
+    address, control = fresh_server
+    assert control.resource_usage()["sessions"] == {
+        "open": 0, "running": 0, "expired": 0, "reaper": False
+    }  # fmt: skip
+    with connect(address) as one, connect(address):
+        one.prepareModel_1_3(add_model())  # owned by its session: released when it ends
+        usage = control.resource_usage()
+        assert usage["sessions"]["open"] == 2 and usage["sessions"]["reaper"]
+        assert usage["devices"]["default"]["objects"]["prepared_models"] == 1
+    # ending the last session ends the reaper thread at once (not a lease later)
+    idle = settled_usage(control, 5.0)
+    assert idle["sessions"] == {"open": 0, "running": 0, "expired": 0, "reaper": False}
+    assert idle["devices"]["default"]["objects"]["prepared_models"] == 0
