@@ -17,8 +17,8 @@ answers taken when the server is idle:
 - ``devices``: per device, the size of every object registry of its
   ``ServiceState`` (prepared models, buffers, sync fences, fenced-execution
   callbacks, and any registry added later), ``fenced_active`` (fenced executions whose
-  fence has not signalled yet) and ``executions_in_flight`` (counted by
-  ``executing``, which ``driver.service.execute`` wraps around every execution).
+  fence has not signalled yet) and ``executions_in_flight`` (the device's running
+  executions, as ``driver.occupancy`` counts them for ``max_concurrent_executions``).
 
 Everything here is cheap (a few small /proc reads, one pass over the registries), so
 the call can be made at any time, also under load.
@@ -31,8 +31,7 @@ import re
 import sys
 import threading
 from collections import Counter
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any
 
 from driver._service_support import Registry
@@ -40,30 +39,7 @@ from driver.fences import ACTIVE
 
 REAPER_THREAD = "nnhal-session-reaper"  # driver.sessions.SessionTable's thread
 
-__all__ = ["executing", "in_flight", "process_usage", "resource_usage"]
-
-_lock = threading.Lock()
-_in_flight: Counter[int] = Counter()  # id(ServiceState) -> executions running now
-
-
-@contextmanager
-def executing(state: Any) -> Iterator[None]:
-    """Count one execution on ``state``'s device for as long as the block runs."""
-    key = id(state)
-    with _lock:
-        _in_flight[key] += 1
-    try:
-        yield
-    finally:
-        with _lock:
-            _in_flight[key] -= 1
-            if not _in_flight[key]:
-                del _in_flight[key]
-
-
-def in_flight(state: Any) -> int:
-    with _lock:
-        return _in_flight.get(id(state), 0)
+__all__ = ["device_usage", "process_usage", "resource_usage", "session_usage"]
 
 
 def _rss() -> tuple[int | None, str]:
@@ -133,6 +109,13 @@ def process_usage() -> dict[str, Any]:
     }
 
 
+def _running(state: Any) -> int | None:
+    """Executions running on the device now (its ``driver.occupancy.ExecutionSlots``: a
+    fenced execution counts from its call until it ends)."""
+    slots = getattr(state, "executions", None)
+    return None if slots is None else slots.running
+
+
 def device_usage(state: Any) -> dict[str, Any]:
     """Live objects of one device: every Registry of its ServiceState, by attribute name."""
     objects = {
@@ -143,7 +126,7 @@ def device_usage(state: Any) -> dict[str, Any]:
         "fenced_active": sum(
             1 for r in state.fenced_executions.values() if r.fence.state == ACTIVE
         ),
-        "executions_in_flight": in_flight(state),
+        "executions_in_flight": _running(state),
     }
 
 

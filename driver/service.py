@@ -44,7 +44,6 @@ from driver.executor.model import Cancel
 from driver.fences import ERROR, Fence, launch
 from driver.limits import check_request_pools
 from driver.memory import MappedPools
-from driver.resources import executing
 from driver.sessions import client_key, session_of
 from nnhal import DEFAULT_ADDRESS
 from nnhal import convert as cv
@@ -305,13 +304,7 @@ def _check_fenced_outputs(model: Model, request: Request) -> None:
             )
 
 
-def execute(state: ServiceState, prepared: Any, request: Request, **kwargs: Any) -> Any:
-    """``_execute``, counted in the device's executions in flight (``driver.resources``)."""
-    with executing(state):
-        return _execute(state, prepared, request, **kwargs)
-
-
-def _execute(
+def execute(
     state: ServiceState,
     prepared: Any,
     request: Request,
