@@ -194,7 +194,9 @@ def test_resource_usage_sees_objects_handles_and_threads(fresh_server, capsys) -
             # the client's own mapping and the server's slot (one process here)
             assert now["shm_mappings"] >= before["shm_mappings"] + 2
             assert now["shm_segments"] == before["shm_segments"] + 1
-            assert now["python_threads"]["nnhal-rpc_*"] == 16  # the server's max_workers
+            # this server's 16 workers (max_workers), and those of any other server of
+            # this process (the suite's shared one)
+            assert now["python_threads"]["nnhal-rpc_*"] >= 16
         # everything released: the figures come back
         after = settled_usage(control, 10.0, like=before)
         assert compare(before, after, 64.0) == [], (before, after)
