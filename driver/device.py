@@ -277,7 +277,12 @@ class ModelAnalysis:
 
 
 class Device:
-    """An emulated NNAPI HAL 1.3 device (thread-safe: no mutable state)."""
+    """An emulated NNAPI HAL 1.3 device (thread-safe).
+
+    Its only moving part is the op-package worker pool (``extensions.runner``,
+    profile ``op_package_isolation = "process"``): ``getStatus`` reports it and
+    ``close()`` stops it.
+    """
 
     def __init__(
         self,
@@ -296,6 +301,14 @@ class Device:
         )
         if self.extensions:
             self.backend = PluginBackend(self.backend, self.extensions)
+        if self.extensions.packages and self.profile.op_package_isolation == "process":
+            from driver.op_packages.supervisor import KernelSupervisor
+
+            self.extensions.runner = KernelSupervisor(
+                workers=self.profile.op_package_workers,
+                kernel_timeout_ms=self.profile.op_package_kernel_timeout_ms,
+                name=self.name,
+            )
         self.cache = CompilationCache()  # issue 8: compilation caching (driver/cache.py)
         self.backend = sample_rules(self.backend, self.profile)  # issue 8: sample-driver rules
         self.limits = self.profile.limits  # issue 10: resource limits (driver/limits.py)
@@ -318,7 +331,16 @@ class Device:
         return self.extensions.hal_extensions()
 
     def getStatus(self) -> DeviceStatus:
-        return DeviceStatus.AVAILABLE
+        """AVAILABLE; BUSY while an op-package worker that was killed or died is replaced."""
+        runner = self.extensions.runner
+        return DeviceStatus.AVAILABLE if runner is None else runner.status()
+
+    def close(self) -> None:
+        """Stop the device's op-package worker processes (idempotent). Executions of its
+        prepared models that reach an op-package kernel afterwards fail."""
+        runner = self.extensions.runner
+        if runner is not None:
+            runner.close()
 
     def getNumberOfCacheFilesNeeded(self) -> tuple[int, int]:
         return self.cache.files_needed()

@@ -57,6 +57,9 @@ class ExtensionSet:
 
     def __init__(self, packages: Sequence[Any] = (), backend: str | None = None) -> None:
         self.backend = backend
+        #: where kernels run: a KernelSupervisor (worker processes) or None (inline);
+        #: set by the device from its profile's op_package_isolation
+        self.runner: Any = None
         self.packages: dict[str, OpPackage] = {}
         #: backend plug-ins (anything in ``packages`` that is not an OpPackage)
         self.plugins: list[Any] = [p for p in packages if not isinstance(p, OpPackage)]
@@ -176,7 +179,14 @@ class ModelExtensions:
         if number >= len(package.spec.ops):
             ops = ", ".join(f"{i} = {o.name}" for i, o in enumerate(package.spec.ops))
             return f"extension {name!r} has no operation {number} (it has {ops})"
-        op = PackageOp(package, package.spec.ops[number], self.extensions.backend, prefix, code)
+        op = PackageOp(
+            package,
+            package.spec.ops[number],
+            self.extensions.backend,
+            prefix,
+            code,
+            self.extensions.runner,
+        )
         self._ops[code] = op
         return op
 
@@ -188,7 +198,7 @@ class ModelExtensions:
         op = self._ops.get(key)
         if op is None:
             package, spec = entry
-            op = PackageOp(package, spec, self.extensions.backend, 0, code)
+            op = PackageOp(package, spec, self.extensions.backend, 0, code, self.extensions.runner)
             self._ops[key] = op
         return op
 

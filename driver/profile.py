@@ -55,6 +55,9 @@ _TOP_KEYS = frozenset(
         "faults",
         "op_package_backend",
         "limits",
+        "op_package_isolation",
+        "op_package_kernel_timeout_ms",
+        "op_package_workers",
     }
 )
 _PERF_KEYS = (
@@ -102,6 +105,13 @@ class Profile:
     op_package_backend: str | None = None
     #: the [limits] table (driver.limits): sizes, nesting, memory, occupancy
     limits: Limits = DEFAULT_LIMITS
+    #: where op-package kernels run: "process" (supervised workers) or "inline"
+    #: (driver.op_packages.supervisor)
+    op_package_isolation: str = "process"
+    #: the longest one op-package kernel call may take in "process" isolation
+    op_package_kernel_timeout_ms: int = 10_000
+    #: worker processes (concurrent op-package kernel calls) in "process" isolation
+    op_package_workers: int = 2
 
     def sample_rule(self, op_type: int, input_types: Sequence[int | None]) -> str | None:
         """Why ``include_operations`` / ``first_input_types`` refuse an operation (None: they
@@ -235,6 +245,11 @@ class _Parser:
         if "op_package_backend" in data:
             package_backend = self._string(data["op_package_backend"], "op_package_backend")
         limits = parse_limits(data.get("limits", {}), self.error)
+        isolation = data.get("op_package_isolation", "process")
+        if isolation not in ("process", "inline"):
+            raise self.error(
+                "op_package_isolation", f'must be "process" or "inline", got {_show(isolation)}'
+            )
         return Profile(
             name=name,
             versionString=version,
@@ -250,6 +265,13 @@ class _Parser:
             faults=faults,
             op_package_backend=package_backend,
             limits=limits,
+            op_package_isolation=isolation,
+            op_package_kernel_timeout_ms=self._positive_int(
+                data.get("op_package_kernel_timeout_ms", 10_000), "op_package_kernel_timeout_ms"
+            ),
+            op_package_workers=self._positive_int(
+                data.get("op_package_workers", 2), "op_package_workers", maximum=64
+            ),
         )
 
     def _type_input(self, table: Any) -> tuple[tuple[int, int], ...]:
@@ -273,6 +295,13 @@ class _Parser:
                 raise self.error(
                     f"{prefix}{key}", f"unknown key; allowed: {', '.join(sorted(allowed))}"
                 )
+
+    def _positive_int(self, value: Any, key: str, maximum: int | None = None) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise self.error(key, f"must be an integer >= 1, got {_show(value)}")
+        if maximum is not None and value > maximum:
+            raise self.error(key, f"must be at most {maximum}, got {value}")
+        return value
 
     def _string(self, value: Any, key: str, empty: bool = False) -> str:
         if not isinstance(value, str):

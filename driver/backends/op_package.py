@@ -10,7 +10,9 @@ supplement), ranks, IsStaticTensor (must be a constant), OnlyDefaultSupported
 (a constant equal to the Default), Ascend dtype columns, and that some kernel
 implementation matches the types. ``definition()`` is the registry-style
 ``OperationDef`` the executor binds: its ``execute`` picks the cheapest
-matching implementation and binds parameters by name.
+matching implementation and binds parameters by name; with a ``runner``
+(``driver.op_packages.supervisor.KernelSupervisor``) the kernel runs in one of
+the device's worker processes.
 """
 
 from __future__ import annotations
@@ -50,8 +52,18 @@ def _datatype_of(code: int, t: TensorSpec, prefix: int) -> str | None:
 class PackageOp:
     """One custom operation of a package, for one device backend and one model prefix."""
 
-    def __init__(self, package: OpPackage, op: OpSpec, backend: str | None, prefix: int, code: int):
+    def __init__(
+        self,
+        package: OpPackage,
+        op: OpSpec,
+        backend: str | None,
+        prefix: int,
+        code: int,
+        runner: Any = None,
+    ):
         self.package = package
+        #: the device's KernelSupervisor (None: kernels run inline, in this process)
+        self.runner = runner
         self.backend = backend
         self.prefix = prefix
         self.code = code
@@ -293,6 +305,10 @@ class PackageOp:
             elif scalar_values.get(pos) is not None:
                 kw_fixed[name] = scalar_values[pos]
         direct = not kw_tensor and [k for k, _ in arg_plan] == list(range(len(tensor_positions)))
+        if self.runner is not None:  # op_package_isolation = "process": call a worker
+            remote = self.runner.bind(fn, self.label, kw_fixed)
+            if remote is not None:  # the worker keeps the fixed keywords; calls carry tensors
+                fn, kw_fixed = remote, {}
 
         d0 = dtypes[0] if single else None
         ndarray = np.ndarray

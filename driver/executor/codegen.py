@@ -71,13 +71,17 @@ _HEADER_LINES = 2
 
 
 def _wrap(exc: BaseException, locations: list[str | None]) -> HalError:
-    """GeneralFailure for an exception raised by a generated function's line."""
+    """GeneralFailure for an exception raised by a generated function's line (or the HAL
+    error an exception with ``hal_error(where)`` gives)."""
     tb = exc.__traceback__
     line = tb.tb_lineno - _HEADER_LINES - 1 if tb is not None else -1
     location = locations[line] if 0 <= line < len(locations) else None
     prefix = location or "execution"
     if isinstance(exc, MemoryError):
         return out_of_memory(prefix, exc)
+    hal_error = getattr(exc, "hal_error", None)  # an exception that knows its HAL error
+    if hal_error is not None:  # (op-package KernelFault: a worker's timeout, death, raise)
+        return hal_error(prefix)
     if isinstance(exc, InvalidArgument):
         return GeneralFailure(f"{prefix}: {exc.message}")
     return GeneralFailure(f"{prefix}: kernel failed: {type(exc).__name__}: {exc}")

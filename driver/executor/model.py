@@ -12,6 +12,7 @@ deadline test then fails, and ``run`` reports the cancellation.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable, Sequence
 
@@ -25,6 +26,22 @@ from driver.executor.shapes import prove_shapes
 from driver.limits import out_of_memory
 from nnhal.errors import GeneralFailure, HalError, InvalidArgument
 from nnhal.types import LOOP_TIMEOUT_DEFAULT_NS, TIME_POINT_MAX_NS, Model
+
+#: the deadline cell (``[absolute monotonic ns]``, -1 once cancelled) of the execution
+#: running in this thread, for kernels that wait on something outside it (op-package
+#: workers); None = no deadline and not cancellable
+_DEADLINE: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(
+    "nnhal_execution_deadline", default=None
+)
+
+
+def current_deadline() -> int | None:
+    """The deadline of the execution this thread is running, read now (it becomes -1
+    when the execution is cancelled); None: no deadline."""
+    cell = _DEADLINE.get()
+    if cell is None or cell[0] >= TIME_POINT_MAX_NS:
+        return None
+    return cell[0]
 
 
 class Cancel:
@@ -165,6 +182,8 @@ class CompiledModel:
             function, extra = self._main, (loop_timeout_ns,)
         else:
             function, extra = self._checked_main(), (loop_timeout_ns, [deadline_ns])
+        # kernels that wait outside this thread (op-package workers) read the cell too
+        deadline_token = _DEADLINE.set(extra[1]) if len(extra) == 2 else None
         # IEEE results (inf, nan) are what NNAPI computes: no numpy warnings
         token = _fp_ignore()
         try:
@@ -176,9 +195,14 @@ class CompiledModel:
         except MemoryError as exc:
             raise out_of_memory("execution", exc) from exc
         except Exception as exc:  # outside any step (argument binding, recursion...)
+            hal_error = getattr(exc, "hal_error", None)  # e.g. op-package KernelFault
+            if hal_error is not None:
+                raise hal_error("execution") from exc
             raise GeneralFailure(f"execution failed: {type(exc).__name__}: {exc}") from exc
         finally:
             _fp_restore(token)
+            if deadline_token is not None:
+                _DEADLINE.reset(deadline_token)
         return self._finish(outputs, inputs)
 
     def _finish(self, outputs: tuple, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:

@@ -133,6 +133,8 @@ def import_file(path: Path, module_name: str) -> ModuleType:
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import {path}")
     module = importlib.util.module_from_spec(spec)
+    # how a kernel worker process finds this module again (driver.op_packages.supervisor)
+    module.__nnhal_kernel_file__ = str(path)  # type: ignore[attr-defined]
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)

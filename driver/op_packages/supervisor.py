@@ -1,0 +1,569 @@
+"""Op-package kernels in supervised worker processes (profile ``op_package_isolation``).
+
+A custom kernel is user code: it may raise, never return, or kill its
+process (``os._exit``, a segfault in an extension module). With
+``op_package_isolation = "process"`` (the default) a device's op-package
+kernels run in child processes (``driver.op_packages.worker``) so none of
+that can take the server down or hold a client past its deadline:
+
+- each call waits at most ``min(execution deadline,
+  op_package_kernel_timeout_ms)``; a kernel still running then has its
+  worker killed (SIGKILL) and replaced by a fresh one, started in the
+  background; the execution fails with MISSED_DEADLINE_TRANSIENT when its
+  deadline passed, else GENERAL_FAILURE naming the operation and the limit;
+- a kernel that raises gives GENERAL_FAILURE for that execution only, with
+  the exception's type and message (no traceback crosses to the client);
+  its worker stays;
+- a worker that dies gives GENERAL_FAILURE and is replaced;
+- while a replacement starts, ``status()`` (the device's getStatus) is
+  BUSY; AVAILABLE once it is ready.
+
+Concurrency: a pool of up to ``op_package_workers`` processes (default 2),
+one kernel call at a time each; a call takes an idle worker, starts one when
+the pool is not full, else waits for one (the wait counts against the
+execution's deadline; without one it is bounded by the kernel limit plus a
+worker start). Workers start on demand; the first when a model with
+op-package kernels is prepared, so the first execution finds it warm.
+
+A kernel is named to a worker by its module file and qualified name
+(``runtime.import_file`` marks the modules it loads), the worker imports it
+once and keeps the call's fixed keyword arguments (parameters, constant
+scalars, ``operands``) so a call carries only its tensors. A kernel that
+cannot be named that way (a lambda, a closure, a function of ``__main__``)
+runs inline, with a warning in the log. Results may hold numpy arrays,
+numbers, strings and containers only (a restricted unpickler: nothing a
+worker sends can run code in the server).
+
+Module-level code of kernel files still runs in the server when a package is
+loaded (registration needs it); isolation covers the calls.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from driver.op_packages.worker import (
+    CACHE_SIZE,
+    WireTimeout,
+    command,
+    read_message,
+    send_message,
+)
+from nnhal.errors import GeneralFailure, HalError, MissedDeadline
+from nnhal.types import DeviceStatus
+
+log = logging.getLogger("nnhal.op_packages")
+
+ISOLATION_MODES = ("process", "inline")
+DEFAULT_ISOLATION = "process"
+DEFAULT_KERNEL_TIMEOUT_MS = 10_000
+DEFAULT_WORKERS = 2
+#: how long a worker may take to start (a fresh interpreter importing numpy, on a busy host)
+START_TIMEOUT_S = 60.0
+
+
+class KernelFault(Exception):
+    """A kernel call that failed in (or with) its worker.
+
+    The executor's generated code turns any exception with ``hal_error`` into
+    that HAL error, prefixed with the step's location (``codegen._wrap``).
+    """
+
+    def __init__(self, text: str, *, deadline: bool = False) -> None:
+        super().__init__(text)
+        self.text = text
+        self.deadline = deadline
+
+    def hal_error(self, where: str) -> HalError:
+        if self.deadline:
+            return MissedDeadline(f"{where}: {self.text}", transient=True)
+        return GeneralFailure(f"{where}: {self.text}")
+
+
+# -- the pieces --------------------------------------------------------------
+
+
+_SAFE = {
+    ("numpy", "ndarray"),
+    ("numpy", "dtype"),
+    *(
+        (f"numpy.{core}.{mod}", name)
+        for core in ("core", "_core")
+        for mod, name in (("numeric", "_frombuffer"), ("multiarray", "_reconstruct"),
+                          ("multiarray", "scalar"))
+    ),  # fmt: skip
+    *(("builtins", n) for n in ("complex", "set", "frozenset", "bytearray", "slice", "range")),
+}
+
+
+class _ResultUnpickler(pickle.Unpickler):
+    """Unpickles what a kernel may return, and nothing that could run code here."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _SAFE:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(
+            f"the result holds a {module}.{name}; a kernel returns numpy arrays or numbers "
+            "(one, or a tuple with one per output)"
+        )
+
+
+def kernel_ref(fn: Any) -> tuple | None:
+    """How a worker finds ``fn``: ("file", path, module, qualname), ("module", module,
+    qualname), or None when another process cannot name it."""
+    module_name = getattr(fn, "__module__", None)
+    qualname = getattr(fn, "__qualname__", None)
+    if not module_name or not qualname or "<" in qualname or module_name == "__main__":
+        return None
+    module = sys.modules.get(module_name)
+    obj: Any = module
+    for part in qualname.split("."):
+        obj = getattr(obj, part, None)
+    if module is None or obj is not fn:
+        return None
+    path = getattr(module, "__nnhal_kernel_file__", None)
+    if path is not None:
+        return ("file", path, module_name, qualname)
+    return ("module", module_name, qualname)
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class _Worker:
+    """One worker process and the two pipe ends the server holds."""
+
+    def __init__(self, proc: subprocess.Popen, to_child: int, from_child: int) -> None:
+        self.proc = proc
+        self.pid = proc.pid
+        # file objects own the descriptors (closed when dropped); I/O uses the numbers
+        self._to = open(to_child, "wb", buffering=0)  # noqa: SIM115
+        self._from = open(from_child, "rb", buffering=0)  # noqa: SIM115
+        self.to_child = to_child
+        self.from_child = from_child
+        #: kernel ids this worker holds (as the worker's own cache: last CACHE_SIZE)
+        self.known: OrderedDict[int, None] = OrderedDict()
+
+    def remember(self, kid: int) -> None:
+        self.known[kid] = None
+        self.known.move_to_end(kid)
+        while len(self.known) > CACHE_SIZE:
+            self.known.popitem(last=False)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def close_pipes(self) -> None:
+        for f in (self._to, self._from):
+            try:
+                f.close()
+            except OSError:
+                pass
+
+    def kill(self) -> int | None:
+        """SIGKILL, reap, close the pipes; the exit status."""
+        try:
+            self.proc.kill()
+        except OSError:
+            pass
+        code = _reap(self.proc)
+        self.close_pipes()
+        return code
+
+    def stop(self) -> None:
+        """Close the request pipe (the worker exits on EOF); SIGKILL if it does not."""
+        self.close_pipes()
+        try:
+            self.proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _reap(self.proc)
+
+
+def _reap(proc: subprocess.Popen) -> int | None:
+    try:
+        return proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # stuck in the kernel (uninterruptible I/O)
+        log.error("op-package worker %d does not exit after SIGKILL", proc.pid)
+        return None
+
+
+class _Processes:
+    """Every worker process of one supervisor (what the finalizer and close() kill)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.procs: dict[int, subprocess.Popen] = {}
+        self.closed = False
+
+    def add(self, proc: subprocess.Popen) -> bool:
+        with self.lock:
+            if self.closed:
+                return False
+            self.procs[proc.pid] = proc
+            return True
+
+    def remove(self, proc: subprocess.Popen) -> None:
+        with self.lock:
+            self.procs.pop(proc.pid, None)
+
+    def kill_all(self) -> None:
+        with self.lock:
+            self.closed = True
+            procs = list(self.procs.values())
+        for proc in procs:
+            try:
+                proc.kill()
+            except OSError:
+                pass
+        for proc in procs:
+            _reap(proc)
+
+
+class RemoteKernel:
+    """A bound kernel as the executor calls it: ``kernel(*tensors, **tensor_params)``."""
+
+    __slots__ = ("supervisor", "kid", "label", "definition", "__weakref__")
+
+    def __init__(self, supervisor: KernelSupervisor, kid: int, label: str, definition: tuple):
+        self.supervisor = supervisor
+        self.kid = kid
+        self.label = label
+        self.definition = definition
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.supervisor.call(self, args, kwargs)
+
+
+# -- the supervisor ----------------------------------------------------------
+
+
+class KernelSupervisor:
+    """The worker pool of one device (thread-safe)."""
+
+    def __init__(
+        self,
+        *,
+        workers: int = DEFAULT_WORKERS,
+        kernel_timeout_ms: int = DEFAULT_KERNEL_TIMEOUT_MS,
+        name: str = "",
+    ) -> None:
+        if workers < 1 or kernel_timeout_ms <= 0:
+            raise ValueError("workers must be >= 1 and kernel_timeout_ms > 0")
+        self.max_workers = workers
+        self.kernel_timeout_ms = kernel_timeout_ms
+        self.name = name
+        self._cond = threading.Condition()
+        self._idle: list[_Worker] = []
+        self._slots = 0  # workers alive or starting
+        self._starting = 0
+        self._restarting = 0  # replacements of killed or dead workers under way
+        self._failures = 0
+        self._last_error = ""
+        self._closed = False
+        self._threads: list[threading.Thread] = []
+        self._ids = itertools.count(1)
+        self._procs = _Processes()
+        self._warned: set[int] = set()
+        # a device dropped without close() still leaves no process behind
+        self._finalizer = weakref.finalize(self, self._procs.kill_all)
+
+    # -- what the device asks ---------------------------------------------
+
+    def status(self) -> DeviceStatus:
+        """BUSY while a killed or dead worker is being replaced, else AVAILABLE."""
+        with self._cond:
+            return DeviceStatus.BUSY if self._restarting else DeviceStatus.AVAILABLE
+
+    def pids(self) -> list[int]:
+        """The worker processes alive now (starting ones included)."""
+        with self._procs.lock:
+            return sorted(pid for pid, p in self._procs.procs.items() if p.poll() is None)
+
+    def prewarm(self) -> None:
+        """Start a first worker in the background when there is none."""
+        with self._cond:
+            if self._slots == 0 and not self._closed:
+                self._start_async(replacement=False)
+
+    def close(self) -> None:
+        """Stop every worker (running kernels are killed); later calls fail."""
+        with self._cond:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            threads = list(self._threads)
+            self._cond.notify_all()
+        for worker in idle:
+            worker.stop()
+            self._procs.remove(worker.proc)
+        self._procs.kill_all()  # busy and starting ones: their threads see EOF
+        for t in threads:
+            t.join(timeout=15)
+
+    # -- binding -------------------------------------------------------------
+
+    def bind(self, fn: Callable, label: str, static_kwargs: dict[str, Any]) -> RemoteKernel | None:
+        """A callable running ``fn`` in a worker with ``static_kwargs``; None when ``fn``
+        cannot be named in another process (the caller runs it inline)."""
+        ref = kernel_ref(fn)
+        if ref is None:
+            if id(fn) not in self._warned:
+                self._warned.add(id(fn))
+                log.warning(
+                    "%s: kernel %r is not a module-level function of a file; it runs inline "
+                    "in the server process (op_package_isolation cannot isolate it)",
+                    label,
+                    getattr(fn, "__qualname__", fn),
+                )
+            return None
+        self.prewarm()
+        return RemoteKernel(self, next(self._ids), label, (ref, static_kwargs))
+
+    # -- one call ------------------------------------------------------------
+
+    def call(self, kernel: RemoteKernel, args: tuple, kwargs: dict[str, Any]) -> Any:
+        from driver.executor.model import current_deadline
+
+        deadline = current_deadline()
+        worker = self._acquire(deadline)
+        end = time.monotonic_ns() + self.kernel_timeout_ms * 1_000_000
+        by_deadline = deadline is not None and deadline < end
+        if by_deadline:
+            end = deadline  # type: ignore[assignment]
+        try:
+            reply = self._exchange(worker, kernel, args, kwargs, end)
+        except WireTimeout:
+            self._discard(worker, kill=True)
+            if by_deadline:
+                raise KernelFault(
+                    "the execution deadline passed while the kernel was running; its worker "
+                    "process was killed and is being replaced",
+                    deadline=True,
+                ) from None
+            raise KernelFault(
+                f"the kernel did not return within {self.kernel_timeout_ms} ms "
+                "(op_package_kernel_timeout_ms); its worker process was killed and is being "
+                "replaced"
+            ) from None
+        except (EOFError, OSError):
+            code = self._discard(worker, kill=False)
+            if self._closed:
+                raise KernelFault("the device shut down while the kernel was running") from None
+            raise KernelFault(
+                f"the kernel's worker process died ({_describe_exit(code)}); it is being replaced"
+            ) from None
+        except pickle.UnpicklingError as exc:  # the whole reply was read: the worker is fine
+            self._release(worker)
+            raise KernelFault(f"the kernel's result cannot be received: {exc}") from None
+        except _NotSent as exc:
+            self._release(worker)
+            raise KernelFault(f"the kernel's arguments cannot be sent to its worker: {exc}") from None
+        except BaseException:
+            self._discard(worker, kill=True)  # mid-message: the stream is out of step
+            raise
+        self._release(worker)
+        if reply[0] == "ok":
+            return reply[1]
+        _, type_name, message = reply
+        raise KernelFault(f"kernel failed: {type_name}: {message}")
+
+    def _exchange(
+        self, worker: _Worker, kernel: RemoteKernel, args: tuple, kwargs: dict, end: int
+    ) -> tuple:
+        definition = None if kernel.kid in worker.known else kernel.definition
+        for _ in range(2):
+            _send(worker, ("call", kernel.kid, definition, args, kwargs))
+            worker.remember(kernel.kid)
+            reply = read_message(worker.from_child, end, _ResultUnpickler)
+            if reply[0] != "unknown":
+                return reply
+            definition = kernel.definition  # the worker dropped it from its cache
+        raise EOFError("the worker keeps forgetting the kernel")
+
+    # -- the pool --------------------------------------------------------------
+
+    def _acquire(self, deadline: int | None) -> _Worker:
+        wait_s = START_TIMEOUT_S + self.kernel_timeout_ms / 1000
+        limit = time.monotonic_ns() + int(wait_s * 1e9)
+        end, by_deadline = limit, False
+        if deadline is not None and deadline < limit:
+            end, by_deadline = deadline, True
+        with self._cond:
+            failures = self._failures
+            while True:
+                if self._closed:
+                    raise KernelFault("the device is shut down; its op-package workers stopped")
+                while self._idle:
+                    worker = self._idle.pop()
+                    if worker.alive():
+                        return worker
+                    code = worker.kill()  # died while idle: reap it, free the slot
+                    log.warning("op-package worker %d died while idle (%s)", worker.pid,
+                                _describe_exit(code))  # fmt: skip
+                    self._procs.remove(worker.proc)
+                    self._slots -= 1
+                if self._slots < self.max_workers and not self._starting:
+                    # one start at a time: a worker being started serves the next waiter
+                    self._start_async(replacement=False)
+                elif self._failures != failures and not self._starting:
+                    raise KernelFault(f"cannot start an op-package worker: {self._last_error}")
+                remaining = (end - time.monotonic_ns()) / 1e9
+                if remaining <= 0:
+                    if by_deadline:
+                        raise KernelFault(
+                            "the execution deadline passed while waiting for an op-package "
+                            "worker",
+                            deadline=True,
+                        )
+                    raise KernelFault(
+                        f"no op-package worker became free within {wait_s:.0f} s"
+                    )
+                self._cond.wait(remaining)
+
+    def _release(self, worker: _Worker) -> None:
+        with self._cond:
+            if self._closed:
+                closed = True
+            else:
+                closed = False
+                self._idle.append(worker)
+                self._cond.notify_all()
+        if closed:
+            worker.kill()
+            self._procs.remove(worker.proc)
+
+    def _discard(self, worker: _Worker, *, kill: bool) -> int | None:
+        """Drop a worker (killed, or found dead) and start its replacement."""
+        code = worker.kill() if kill else _reap_dead(worker)
+        self._procs.remove(worker.proc)
+        log.warning(
+            "%s: op-package worker %d %s; replacing it",
+            self.name or "device",
+            worker.pid,
+            "killed" if kill else f"died ({_describe_exit(code)})",
+        )
+        with self._cond:
+            self._slots -= 1
+            if not self._closed:
+                self._start_async(replacement=True)
+            self._cond.notify_all()
+        return code
+
+    def _start_async(self, *, replacement: bool) -> None:
+        """Start one worker in a background thread (the caller holds the lock)."""
+        self._slots += 1
+        self._starting += 1
+        if replacement:
+            self._restarting += 1
+        self._threads = [t for t in self._threads if t.is_alive()]
+        thread = threading.Thread(
+            target=self._start_one, args=(replacement,), name="nnhal-oppkg-start", daemon=True
+        )
+        self._threads.append(thread)
+        thread.start()
+
+    def _start_one(self, replacement: bool) -> None:
+        worker = None
+        error = ""
+        try:
+            worker = self._spawn()
+        except Exception as exc:  # noqa: BLE001 - reported to the waiting calls
+            error = f"{type(exc).__name__}: {exc}"
+            if not self._closed:
+                log.error("%s: cannot start an op-package worker: %s", self.name or "device", error)
+        leftover = None
+        with self._cond:
+            self._starting -= 1
+            if replacement:
+                self._restarting -= 1
+            if worker is None:
+                self._slots -= 1
+                self._failures += 1
+                self._last_error = error
+            elif self._closed:  # started, but the supervisor closed meanwhile
+                self._slots -= 1
+                leftover = worker
+            else:
+                self._idle.append(worker)
+            self._cond.notify_all()
+        if leftover is not None:
+            leftover.kill()
+            self._procs.remove(leftover.proc)
+
+    def _spawn(self) -> _Worker:
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        try:
+            proc = subprocess.Popen(
+                command(sys.path, req_r, rep_w),
+                pass_fds=(req_r, rep_w),
+                stdin=subprocess.DEVNULL,
+            )
+        except BaseException:
+            for fd in (req_r, req_w, rep_r, rep_w):
+                os.close(fd)
+            raise
+        os.close(req_r)
+        os.close(rep_w)
+        worker = _Worker(proc, req_w, rep_r)
+        if not self._procs.add(proc):
+            worker.kill()
+            raise RuntimeError("the supervisor was closed")
+        try:
+            hello = read_message(
+                rep_r, time.monotonic_ns() + int(START_TIMEOUT_S * 1e9), _ResultUnpickler
+            )
+            if hello != ("ready", proc.pid):
+                raise RuntimeError(f"unexpected first message {hello!r}")
+        except BaseException as exc:
+            code = worker.kill()
+            self._procs.remove(proc)
+            if isinstance(exc, WireTimeout):
+                raise RuntimeError(f"not ready within {START_TIMEOUT_S:.0f} s") from None
+            if isinstance(exc, EOFError):
+                raise RuntimeError(f"the worker exited at start ({_describe_exit(code)})") from None
+            raise
+        return worker
+
+
+class _NotSent(Exception):
+    """Arguments that pickle cannot carry (raised before anything was written)."""
+
+
+def _send(worker: _Worker, message: tuple) -> None:
+    try:
+        send_message(worker.to_child, message)
+    except OSError:
+        raise
+    except Exception as exc:  # pickling happens before the first write
+        raise _NotSent(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _reap_dead(worker: _Worker) -> int | None:
+    """The exit status of a worker whose pipe closed (SIGKILL if it lingers)."""
+    try:
+        code = worker.proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        return worker.kill()
+    worker.close_pipes()
+    return code
