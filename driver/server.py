@@ -219,6 +219,14 @@ def create_server(
     return server, f"{host}:{bound}"
 
 
+def close_devices(devices: Any) -> None:
+    """Stop what the devices run beside the server (op-package worker processes)."""
+    for device in devices if isinstance(devices, Sequence) else [devices]:
+        close = getattr(device, "close", None)
+        if close is not None:
+            close()
+
+
 def serve_forever(
     devices: Any,
     address: str = DEFAULT_ADDRESS,
@@ -251,6 +259,7 @@ def serve_forever(
             pass
     finally:
         server.stop(grace).wait()
+        close_devices(devices)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         log.info("nnhal driver on %s stopped", bound)

@@ -179,6 +179,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print("nnhal: shutting down", file=sys.stderr, flush=True)
     finally:
         server.stop(grace=2.0).wait()
+        from driver.server import close_devices  # issue 10: op-package worker processes
+
+        close_devices(devices)
         for s, h in previous.items():
             signal.signal(s, h)
     return EXIT_OK

@@ -295,6 +295,19 @@ class KernelSupervisor:
         with self._cond:
             return DeviceStatus.BUSY if self._restarting else DeviceStatus.AVAILABLE
 
+    def stats(self) -> dict[str, int]:
+        """Worker counts: ``slots`` (alive or starting), ``idle``, ``busy`` (running a
+        kernel), ``starting`` and ``restarting`` (replacements among the starting)."""
+        with self._cond:
+            idle = len(self._idle)
+            return {
+                "slots": self._slots,
+                "idle": idle,
+                "busy": self._slots - self._starting - idle,
+                "starting": self._starting,
+                "restarting": self._restarting,
+            }
+
     def pids(self) -> list[int]:
         """The worker processes alive now (starting ones included)."""
         with self._procs.lock:
@@ -384,6 +397,8 @@ class KernelSupervisor:
         self._release(worker)
         if reply[0] == "ok":
             return reply[1]
+        if reply[0] == "unsendable":
+            raise KernelFault(f"the kernel's result cannot be sent back: {reply[1]}")
         _, type_name, message = reply
         raise KernelFault(f"kernel failed: {type_name}: {message}")
 

@@ -21,8 +21,9 @@ Worker protocol:
   has dropped it answers ``("unknown", kid)`` and the parent sends it again);
   ``ref`` is ``("file", path, module_name, qualname)`` or
   ``("module", module_name, qualname)``;
-- child -> parent: ``("ok", result)`` or ``("error", type_name, message)``
-  (the exception's type name and text only: no traceback crosses).
+- child -> parent: ``("ok", result)``, ``("error", type_name, message)``
+  (the exception's type name and text only: no traceback crosses) or
+  ``("unsendable", why)`` (a result pickle cannot carry).
 
 The worker exits when its request pipe closes, on ``("stop",)``, or when
 its parent process goes away (a watchdog thread), so it never outlives the
@@ -201,10 +202,7 @@ def serve(fd_in: int, fd_out: int, parent: int) -> None:
         except OSError:
             raise  # the parent is gone
         except Exception as exc:  # noqa: BLE001 - a result pickle cannot carry
-            send_message(
-                fd_out,
-                ("error", type(exc).__name__, f"the kernel's result cannot be sent back: {_text(exc)}"),
-            )
+            send_message(fd_out, ("unsendable", f"{type(exc).__name__}: {_text(exc)}"))
 
 
 def _text(exc: BaseException) -> str:

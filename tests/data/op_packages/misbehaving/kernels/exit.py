@@ -1,0 +1,10 @@
+"""Exit: ends its process at once (no cleanup, no exception)."""
+
+import os
+
+from driver.op_packages.runtime import implementation
+
+
+@implementation()
+def exit_now(x):
+    os._exit(3)

@@ -1,0 +1,11 @@
+"""Hang: never returns."""
+
+import time
+
+from driver.op_packages.runtime import implementation
+
+
+@implementation()
+def hang(x):
+    while True:
+        time.sleep(1)
