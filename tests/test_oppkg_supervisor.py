@@ -235,6 +235,50 @@ def test_the_server_unpickles_arrays_and_numbers_only() -> None:
     np.testing.assert_array_equal(got[1][3]["a"], [0, 2])
 
 
+def test_wire_carries_large_and_odd_arrays_and_fails_cleanly() -> None:
+    from driver.op_packages.worker import WireTimeout, read_message, send_message
+
+    r, w = os.pipe()
+    try:
+        big = np.arange(3 << 20, dtype=np.float32).reshape(3, -1)  # 12 MiB: many pipe-fulls
+        message = ("call", 7, None, (big, big[:, ::3], np.zeros((0, 4), np.int8)), {"k": 2.5})
+        writer = threading.Thread(target=send_message, args=(w, message))
+        writer.start()
+        got = read_message(r, time.monotonic_ns() + 60 * 10**9)
+        writer.join()
+        assert got[:3] == ("call", 7, None) and got[4] == {"k": 2.5}
+        for sent, received in zip(message[3], got[3]):
+            np.testing.assert_array_equal(received, sent)
+            assert received.dtype == sent.dtype and received.flags.writeable
+        with pytest.raises(WireTimeout):  # nothing comes
+            read_message(r, time.monotonic_ns() + 50_000_000)
+        os.write(w, b"\xff\xff\xff\xff")
+        with pytest.raises(EOFError, match="corrupted message: 4294967295 frames"):
+            read_message(r)
+    finally:
+        os.close(w)
+    try:
+        with pytest.raises(EOFError, match="closed"):
+            read_message(r)
+    finally:
+        os.close(r)
+
+
+def test_worker_that_lost_a_kernel_gets_it_again(device) -> None:
+    """A worker keeps the last 256 kernels; for one it dropped it says so and is sent it."""
+    compiled = device.prepareModel_1_3(model("Good")).compiled
+    np.testing.assert_array_equal(compiled.run([X])[0], X + 1)
+    runner = device.extensions.runner
+    (worker,) = runner._idle
+    kernel = compiled.plans[0].steps[0].kernel
+    remote = next(c.cell_contents for c in kernel.__closure__
+                  if type(c.cell_contents).__name__ == "RemoteKernel")  # fmt: skip
+    stranger = type(remote)(runner, 10**9, remote.label, remote.definition)
+    worker.remember(stranger.kid)  # the server believes the worker has it; it has not
+    np.testing.assert_array_equal(stranger(X), X + 1)
+    assert runner.pids() == [worker.pid]
+
+
 # -- getStatus while a worker is replaced -----------------------------------------
 
 
@@ -325,6 +369,28 @@ def test_one_worker_serializes_calls_and_the_next_one_gets_the_replacement(packa
         assert runner.stats() == {"slots": 1, "idle": 1, "busy": 0, "starting": 0,
                                   "restarting": 0}  # fmt: skip
         assert len(runner.pids()) == 1
+    finally:
+        device.close()
+
+
+def test_worker_that_cannot_start(packages, monkeypatch) -> None:
+    from driver.op_packages import supervisor
+
+    monkeypatch.setattr(
+        supervisor, "command", lambda *a: [sys.executable, "-c", "import sys; sys.exit(5)"]
+    )
+    device = make_device(packages)
+    try:
+        compiled = device.prepareModel_1_3(model("Good")).compiled
+        for _ in range(2):  # each call tries again, and says why it cannot
+            with pytest.raises(GeneralFailure) as info:
+                compiled.run([X])
+            assert info.value.message == (
+                "MisbehavingPackage.Good (subgraph 0, operation 0): cannot start an op-package "
+                "worker: RuntimeError: the worker exited at start (exit code 5)"
+            )
+        monkeypatch.undo()
+        np.testing.assert_array_equal(compiled.run([X])[0], X + 1)
     finally:
         device.close()
 

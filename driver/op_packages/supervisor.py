@@ -437,11 +437,12 @@ class KernelSupervisor:
                                 _describe_exit(code))  # fmt: skip
                     self._procs.remove(worker.proc)
                     self._slots -= 1
+                if self._failures != failures and not self._starting:
+                    # a start failed while we waited (no endless retries within one call)
+                    raise KernelFault(f"cannot start an op-package worker: {self._last_error}")
                 if self._slots < self.max_workers and not self._starting:
                     # one start at a time: a worker being started serves the next waiter
                     self._start_async(replacement=False)
-                elif self._failures != failures and not self._starting:
-                    raise KernelFault(f"cannot start an op-package worker: {self._last_error}")
                 remaining = (end - time.monotonic_ns()) / 1e9
                 if remaining <= 0:
                     if by_deadline:

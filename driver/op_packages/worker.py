@@ -50,6 +50,8 @@ _COUNT = struct.Struct("<I")
 _LENGTH = struct.Struct("<Q")
 #: largest frame count / frame a peer may announce (a corrupted stream fails fast)
 _MAX_FRAMES = 1 << 16
+#: what one read takes at most (a small message whole)
+_CHUNK = 1 << 16
 
 
 class WireTimeout(TimeoutError):
@@ -67,14 +69,22 @@ def _write_all(fd: int, data: Any) -> None:
 
 
 def send_message(fd: int, obj: Any) -> None:
-    """Write one message (raises OSError, e.g. BrokenPipeError when the peer is gone)."""
+    """Write one message (raises OSError, e.g. BrokenPipeError when the peer is gone).
+
+    One ``writev`` for the whole message: each write wakes the reader, and a
+    small call is all fixed cost."""
     buffers: list[pickle.PickleBuffer] = []
     header = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
-    frames = [header, *(b.raw() for b in buffers)]
-    prefix = _COUNT.pack(len(frames)) + b"".join(_LENGTH.pack(len(f)) for f in frames)
-    _write_all(fd, prefix)
-    for frame in frames:
-        _write_all(fd, frame)
+    frames = [memoryview(header), *(b.raw() for b in buffers)]
+    prefix = _COUNT.pack(len(frames)) + b"".join(_LENGTH.pack(f.nbytes) for f in frames)
+    parts = [memoryview(prefix), *frames]
+    written = os.writev(fd, parts)
+    for part in parts:  # a partial writev (a large message into a full pipe): the rest
+        if written >= part.nbytes:
+            written -= part.nbytes
+            continue
+        _write_all(fd, part[written:])
+        written = 0
 
 
 def _wait_readable(fd: int, end_ns: int | None) -> None:
@@ -91,6 +101,18 @@ def _wait_readable(fd: int, end_ns: int | None) -> None:
             raise WireTimeout()
 
 
+def _read_some(fd: int, end_ns: int | None) -> bytes:
+    while True:
+        _wait_readable(fd, end_ns)
+        try:
+            data = os.read(fd, _CHUNK)
+        except BlockingIOError:  # pragma: no cover - the fds are blocking
+            continue
+        if not data:
+            raise EOFError("the peer closed the pipe")
+        return data
+
+
 def _read_into(fd: int, buffer: Any, end_ns: int | None) -> None:
     view = memoryview(buffer).cast("B")
     while view:
@@ -105,19 +127,32 @@ def read_message(
     fd: int, end_ns: int | None = None, unpickler: type[pickle.Unpickler] | None = None
 ) -> Any:
     """Read one message; WireTimeout when ``end_ns`` (monotonic) passes first, EOFError
-    when the peer is gone. ``unpickler``: a restricted ``pickle.Unpickler`` subclass."""
-    count = bytearray(_COUNT.size)
-    _read_into(fd, count, end_ns)
-    (n,) = _COUNT.unpack(count)
+    when the peer is gone. ``unpickler``: a restricted ``pickle.Unpickler`` subclass.
+
+    The first read takes what is there (a small message whole, in one system
+    call); large frames are then read straight into their buffers. Peers take
+    turns (one request, one reply), so nothing after the message is in the pipe.
+    """
+    buf = bytearray(_read_some(fd, end_ns))
+    while len(buf) < _COUNT.size:
+        buf += _read_some(fd, end_ns)
+    (n,) = _COUNT.unpack_from(buf)
     if not 1 <= n <= _MAX_FRAMES:
         raise EOFError(f"corrupted message: {n} frames")
-    lengths = bytearray(_LENGTH.size * n)
-    _read_into(fd, lengths, end_ns)
+    pos = _COUNT.size + _LENGTH.size * n
+    while len(buf) < pos:
+        buf += _read_some(fd, end_ns)
     frames = []
-    for (size,) in _LENGTH.iter_unpack(lengths):
+    for (size,) in _LENGTH.iter_unpack(memoryview(buf)[_COUNT.size : pos]):
         frame = bytearray(size)
-        _read_into(fd, frame, end_ns)
+        have = min(size, len(buf) - pos)
+        frame[:have] = memoryview(buf)[pos : pos + have]
+        pos += have
+        if have < size:
+            _read_into(fd, memoryview(frame)[have:], end_ns)
         frames.append(frame)
+    if pos != len(buf):
+        raise EOFError(f"corrupted message: {len(buf) - pos} bytes after its end")
     header, buffers = frames[0], frames[1:]
     if unpickler is None:
         return pickle.loads(header, buffers=buffers)
