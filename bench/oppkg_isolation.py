@@ -33,13 +33,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout
 
-from driver.device import Device  # noqa: E402
-from driver.op_packages.discovery import load_path  # noqa: E402
-from driver.profile import parse_profile  # noqa: E402
-from driver.service import create_server  # noqa: E402
-from nnhal.builder import ModelBuilder  # noqa: E402
-from nnhal.client import connect  # noqa: E402
-from nnhal.types import OperandType as T  # noqa: E402
+from driver.device import Device
+from driver.op_packages.discovery import load_path
+from driver.profile import parse_profile
+from driver.service import create_server
+from nnhal.builder import ModelBuilder
+from nnhal.client import connect
+from nnhal.types import OperandType as T
 
 CONFIG = ROOT / "examples" / "snpe_json" / "scale_shift.json"
 SHAPES = ([1, 4], [256, 256], [1024, 1024])
@@ -70,8 +70,9 @@ def main() -> int:
     args = ap.parse_args()
     packages = load_path(CONFIG)
     devices = {
-        mode: Device(parse_profile({"name": mode, "op_package_isolation": mode}),
-                     op_packages=packages)  # fmt: skip
+        mode: Device(
+            parse_profile({"name": mode, "op_package_isolation": mode}), op_packages=packages
+        )
         for mode in ("inline", "process")
     }
     servers = {mode: create_server(d, "127.0.0.1:0") for mode, d in devices.items()}
@@ -79,7 +80,9 @@ def main() -> int:
     try:
         print(f"op_package_isolation: process vs inline, ScaleShift, median of {args.rounds} "
               f"rounds x {args.reps} calls")  # fmt: skip
-        print(f"{'shape':>12} {'way':>5} {'inline µs':>11} {'process µs':>11} {'process/inline':>15}")
+        print(
+            f"{'shape':>12} {'way':>5} {'inline µs':>11} {'process µs':>11} {'process/inline':>15}"
+        )
         for shape in SHAPES:
             model = scale_shift_model(shape)
             x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
@@ -91,8 +94,8 @@ def main() -> int:
                 np.testing.assert_array_equal(remote[m].execute([x]).outputs[0], expected)
             reps = max(3, args.reps // (1 + int(np.prod(shape)) // 65536))
             ways = {
-                "run": {m: (lambda c=compiled[m]: c.run([x])) for m in devices},
-                "grpc": {m: (lambda p=remote[m]: p.execute([x])) for m in devices},
+                "run": {m: (lambda c=compiled[m], x=x: c.run([x])) for m in devices},
+                "grpc": {m: (lambda p=remote[m], x=x: p.execute([x])) for m in devices},
             }
             for way, fns in ways.items():
                 samples: dict[str, list[float]] = {m: [] for m in fns}

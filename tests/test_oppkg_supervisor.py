@@ -81,9 +81,9 @@ def workers_of(parent: int) -> list[int]:
         except OSError:
             continue
         argv = [a.decode(errors="replace") for a in argv if a]
-        if any(WORKER_MODULE in a for a in argv) and argv[-1] == str(parent):
-            if alive(int(entry)):
-                found.append(int(entry))
+        mine = any(WORKER_MODULE in a for a in argv) and argv[-1] == str(parent)
+        if mine and alive(int(entry)):
+            found.append(int(entry))
     return sorted(found)
 
 
@@ -183,9 +183,7 @@ def test_hanging_kernel_never_holds_a_client_past_its_deadline(server) -> None:
     np.testing.assert_array_equal(run(server, "Good").outputs[0], X + 1)
 
 
-@pytest.mark.parametrize(
-    ("op", "how"), [("Exit", "exit code 3"), ("Crash", "killed by SIGSEGV")]
-)
+@pytest.mark.parametrize(("op", "how"), [("Exit", "exit code 3"), ("Crash", "killed by SIGSEGV")])
 def test_dying_worker_fails_the_execution_and_is_replaced(server, device, op, how) -> None:
     (old,) = run(server, "Pid").outputs[0]
     with pytest.raises(GeneralFailure) as info:
@@ -215,7 +213,7 @@ def test_the_server_unpickles_arrays_and_numbers_only() -> None:
     import io
     import pickle
 
-    from driver.op_packages.supervisor import _ResultUnpickler
+    from driver.op_packages.processes import ResultUnpickler
 
     class Sneaky:
         def __reduce__(self):
@@ -225,7 +223,7 @@ def test_the_server_unpickles_arrays_and_numbers_only() -> None:
         buffers: list = []
         data = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
         frames = [bytearray(b.raw()) for b in buffers]
-        return _ResultUnpickler(io.BytesIO(data), buffers=frames).load()
+        return ResultUnpickler(io.BytesIO(data), buffers=frames).load()
 
     with pytest.raises(pickle.UnpicklingError, match=r"holds a posix\.system"):
         load(("ok", Sneaky()))
@@ -374,10 +372,10 @@ def test_one_worker_serializes_calls_and_the_next_one_gets_the_replacement(packa
 
 
 def test_worker_that_cannot_start(packages, monkeypatch) -> None:
-    from driver.op_packages import supervisor
+    from driver.op_packages import processes
 
     monkeypatch.setattr(
-        supervisor, "command", lambda *a: [sys.executable, "-c", "import sys; sys.exit(5)"]
+        processes, "command", lambda *a: [sys.executable, "-c", "import sys; sys.exit(5)"]
     )
     device = make_device(packages)
     try:

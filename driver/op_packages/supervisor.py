@@ -42,25 +42,26 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 import pickle
-import signal
-import subprocess
-import sys
 import threading
 import time
 import weakref
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from driver.op_packages.worker import (
-    CACHE_SIZE,
-    WireTimeout,
-    command,
-    read_message,
-    send_message,
+from driver.op_packages.processes import (
+    REPLIES,
+    NotSent,
+    Processes,
+    ResultUnpickler,
+    Worker,
+    describe_exit,
+    kernel_ref,
+    reap_dead,
+    send_call,
+    spawn,
 )
+from driver.op_packages.worker import WireTimeout, read_message
 from nnhal.errors import GeneralFailure, HalError, MissedDeadline
 from nnhal.types import DeviceStatus
 
@@ -95,155 +96,10 @@ class KernelFault(Exception):
 # -- the pieces --------------------------------------------------------------
 
 
-_SAFE = {
-    ("numpy", "ndarray"),
-    ("numpy", "dtype"),
-    *(
-        (f"numpy.{core}.{mod}", name)
-        for core in ("core", "_core")
-        for mod, name in (("numeric", "_frombuffer"), ("multiarray", "_reconstruct"),
-                          ("multiarray", "scalar"))
-    ),  # fmt: skip
-    *(("builtins", n) for n in ("complex", "set", "frozenset", "bytearray", "slice", "range")),
-}
-
-
-class _ResultUnpickler(pickle.Unpickler):
-    """Unpickles what a kernel may return, and nothing that could run code here."""
-
-    def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in _SAFE:
-            return super().find_class(module, name)
-        raise pickle.UnpicklingError(
-            f"the result holds a {module}.{name}; a kernel returns numpy arrays or numbers "
-            "(one, or a tuple with one per output)"
-        )
-
-
-def kernel_ref(fn: Any) -> tuple | None:
-    """How a worker finds ``fn``: ("file", path, module, qualname), ("module", module,
-    qualname), or None when another process cannot name it."""
-    module_name = getattr(fn, "__module__", None)
-    qualname = getattr(fn, "__qualname__", None)
-    if not module_name or not qualname or "<" in qualname or module_name == "__main__":
-        return None
-    module = sys.modules.get(module_name)
-    obj: Any = module
-    for part in qualname.split("."):
-        obj = getattr(obj, part, None)
-    if module is None or obj is not fn:
-        return None
-    path = getattr(module, "__nnhal_kernel_file__", None)
-    if path is not None:
-        return ("file", path, module_name, qualname)
-    return ("module", module_name, qualname)
-
-
-def _describe_exit(code: int | None) -> str:
-    if code is None:
-        return "still running"
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
-
-
-class _Worker:
-    """One worker process and the two pipe ends the server holds."""
-
-    def __init__(self, proc: subprocess.Popen, to_child: int, from_child: int) -> None:
-        self.proc = proc
-        self.pid = proc.pid
-        # file objects own the descriptors (closed when dropped); I/O uses the numbers
-        self._to = open(to_child, "wb", buffering=0)  # noqa: SIM115
-        self._from = open(from_child, "rb", buffering=0)  # noqa: SIM115
-        self.to_child = to_child
-        self.from_child = from_child
-        #: kernel ids this worker holds (as the worker's own cache: last CACHE_SIZE)
-        self.known: OrderedDict[int, None] = OrderedDict()
-
-    def remember(self, kid: int) -> None:
-        self.known[kid] = None
-        self.known.move_to_end(kid)
-        while len(self.known) > CACHE_SIZE:
-            self.known.popitem(last=False)
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def close_pipes(self) -> None:
-        for f in (self._to, self._from):
-            try:
-                f.close()
-            except OSError:
-                pass
-
-    def kill(self) -> int | None:
-        """SIGKILL, reap, close the pipes; the exit status."""
-        try:
-            self.proc.kill()
-        except OSError:
-            pass
-        code = _reap(self.proc)
-        self.close_pipes()
-        return code
-
-    def stop(self) -> None:
-        """Close the request pipe (the worker exits on EOF); SIGKILL if it does not."""
-        self.close_pipes()
-        try:
-            self.proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            _reap(self.proc)
-
-
-def _reap(proc: subprocess.Popen) -> int | None:
-    try:
-        return proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:  # stuck in the kernel (uninterruptible I/O)
-        log.error("op-package worker %d does not exit after SIGKILL", proc.pid)
-        return None
-
-
-class _Processes:
-    """Every worker process of one supervisor (what the finalizer and close() kill)."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.procs: dict[int, subprocess.Popen] = {}
-        self.closed = False
-
-    def add(self, proc: subprocess.Popen) -> bool:
-        with self.lock:
-            if self.closed:
-                return False
-            self.procs[proc.pid] = proc
-            return True
-
-    def remove(self, proc: subprocess.Popen) -> None:
-        with self.lock:
-            self.procs.pop(proc.pid, None)
-
-    def kill_all(self) -> None:
-        with self.lock:
-            self.closed = True
-            procs = list(self.procs.values())
-        for proc in procs:
-            try:
-                proc.kill()
-            except OSError:
-                pass
-        for proc in procs:
-            _reap(proc)
-
-
 class RemoteKernel:
     """A bound kernel as the executor calls it: ``kernel(*tensors, **tensor_params)``."""
 
-    __slots__ = ("supervisor", "kid", "label", "definition", "__weakref__")
+    __slots__ = ("__weakref__", "definition", "kid", "label", "supervisor")
 
     def __init__(self, supervisor: KernelSupervisor, kid: int, label: str, definition: tuple):
         self.supervisor = supervisor
@@ -274,7 +130,7 @@ class KernelSupervisor:
         self.kernel_timeout_ms = kernel_timeout_ms
         self.name = name
         self._cond = threading.Condition()
-        self._idle: list[_Worker] = []
+        self._idle: list[Worker] = []
         self._slots = 0  # workers alive or starting
         self._starting = 0
         self._restarting = 0  # replacements of killed or dead workers under way
@@ -283,7 +139,7 @@ class KernelSupervisor:
         self._closed = False
         self._threads: list[threading.Thread] = []
         self._ids = itertools.count(1)
-        self._procs = _Processes()
+        self._procs = Processes()
         self._warned: set[int] = set()
         # a device dropped without close() still leaves no process behind
         self._finalizer = weakref.finalize(self, self._procs.kill_all)
@@ -363,6 +219,11 @@ class KernelSupervisor:
         by_deadline = deadline is not None and deadline < end
         if by_deadline:
             end = deadline  # type: ignore[assignment]
+            if time.monotonic_ns() >= end:  # passed while waiting: keep the worker
+                self._release(worker)
+                raise KernelFault(
+                    "the execution deadline passed before the kernel started", deadline=True
+                )
         try:
             reply = self._exchange(worker, kernel, args, kwargs, end)
         except WireTimeout:
@@ -383,33 +244,39 @@ class KernelSupervisor:
             if self._closed:
                 raise KernelFault("the device shut down while the kernel was running") from None
             raise KernelFault(
-                f"the kernel's worker process died ({_describe_exit(code)}); it is being replaced"
+                f"the kernel's worker process died ({describe_exit(code)}); it is being replaced"
             ) from None
         except pickle.UnpicklingError as exc:  # the whole reply was read: the worker is fine
             self._release(worker)
             raise KernelFault(f"the kernel's result cannot be received: {exc}") from None
-        except _NotSent as exc:
+        except NotSent as exc:
             self._release(worker)
-            raise KernelFault(f"the kernel's arguments cannot be sent to its worker: {exc}") from None
+            raise KernelFault(
+                f"the kernel's arguments cannot be sent to its worker: {exc}"
+            ) from None
         except BaseException:
             self._discard(worker, kill=True)  # mid-message: the stream is out of step
             raise
+        kind = reply[0] if isinstance(reply, tuple) and reply else None
+        if kind is None or (kind, len(reply)) not in REPLIES:  # breaks the protocol: goes
+            self._discard(worker, kill=True)
+            raise KernelFault(f"the kernel's worker sent a malformed reply ({kind!r})")
         self._release(worker)
-        if reply[0] == "ok":
+        if kind == "ok":
             return reply[1]
-        if reply[0] == "unsendable":
+        if kind == "unsendable":
             raise KernelFault(f"the kernel's result cannot be sent back: {reply[1]}")
         _, type_name, message = reply
         raise KernelFault(f"kernel failed: {type_name}: {message}")
 
     def _exchange(
-        self, worker: _Worker, kernel: RemoteKernel, args: tuple, kwargs: dict, end: int
+        self, worker: Worker, kernel: RemoteKernel, args: tuple, kwargs: dict, end: int
     ) -> tuple:
         definition = None if kernel.kid in worker.known else kernel.definition
         for _ in range(2):
-            _send(worker, ("call", kernel.kid, definition, args, kwargs))
+            send_call(worker, ("call", kernel.kid, definition, args, kwargs))
             worker.remember(kernel.kid)
-            reply = read_message(worker.from_child, end, _ResultUnpickler)
+            reply = read_message(worker.from_child, end, ResultUnpickler)
             if reply[0] != "unknown":
                 return reply
             definition = kernel.definition  # the worker dropped it from its cache
@@ -417,7 +284,7 @@ class KernelSupervisor:
 
     # -- the pool --------------------------------------------------------------
 
-    def _acquire(self, deadline: int | None) -> _Worker:
+    def _acquire(self, deadline: int | None) -> Worker:
         wait_s = START_TIMEOUT_S + self.kernel_timeout_ms / 1000
         limit = time.monotonic_ns() + int(wait_s * 1e9)
         end, by_deadline = limit, False
@@ -434,7 +301,7 @@ class KernelSupervisor:
                         return worker
                     code = worker.kill()  # died while idle: reap it, free the slot
                     log.warning("op-package worker %d died while idle (%s)", worker.pid,
-                                _describe_exit(code))  # fmt: skip
+                                describe_exit(code))  # fmt: skip
                     self._procs.remove(worker.proc)
                     self._slots -= 1
                 if self._failures != failures and not self._starting:
@@ -447,16 +314,13 @@ class KernelSupervisor:
                 if remaining <= 0:
                     if by_deadline:
                         raise KernelFault(
-                            "the execution deadline passed while waiting for an op-package "
-                            "worker",
+                            "the execution deadline passed while waiting for an op-package worker",
                             deadline=True,
                         )
-                    raise KernelFault(
-                        f"no op-package worker became free within {wait_s:.0f} s"
-                    )
+                    raise KernelFault(f"no op-package worker became free within {wait_s:.0f} s")
                 self._cond.wait(remaining)
 
-    def _release(self, worker: _Worker) -> None:
+    def _release(self, worker: Worker) -> None:
         with self._cond:
             if self._closed:
                 closed = True
@@ -468,15 +332,15 @@ class KernelSupervisor:
             worker.kill()
             self._procs.remove(worker.proc)
 
-    def _discard(self, worker: _Worker, *, kill: bool) -> int | None:
+    def _discard(self, worker: Worker, *, kill: bool) -> int | None:
         """Drop a worker (killed, or found dead) and start its replacement."""
-        code = worker.kill() if kill else _reap_dead(worker)
+        code = worker.kill() if kill else reap_dead(worker)
         self._procs.remove(worker.proc)
         log.warning(
             "%s: op-package worker %d %s; replacing it",
             self.name or "device",
             worker.pid,
-            "killed" if kill else f"died ({_describe_exit(code)})",
+            "killed" if kill else f"died ({describe_exit(code)})",
         )
         with self._cond:
             self._slots -= 1
@@ -526,60 +390,5 @@ class KernelSupervisor:
             leftover.kill()
             self._procs.remove(leftover.proc)
 
-    def _spawn(self) -> _Worker:
-        req_r, req_w = os.pipe()
-        rep_r, rep_w = os.pipe()
-        try:
-            proc = subprocess.Popen(
-                command(sys.path, req_r, rep_w),
-                pass_fds=(req_r, rep_w),
-                stdin=subprocess.DEVNULL,
-            )
-        except BaseException:
-            for fd in (req_r, req_w, rep_r, rep_w):
-                os.close(fd)
-            raise
-        os.close(req_r)
-        os.close(rep_w)
-        worker = _Worker(proc, req_w, rep_r)
-        if not self._procs.add(proc):
-            worker.kill()
-            raise RuntimeError("the supervisor was closed")
-        try:
-            hello = read_message(
-                rep_r, time.monotonic_ns() + int(START_TIMEOUT_S * 1e9), _ResultUnpickler
-            )
-            if hello != ("ready", proc.pid):
-                raise RuntimeError(f"unexpected first message {hello!r}")
-        except BaseException as exc:
-            code = worker.kill()
-            self._procs.remove(proc)
-            if isinstance(exc, WireTimeout):
-                raise RuntimeError(f"not ready within {START_TIMEOUT_S:.0f} s") from None
-            if isinstance(exc, EOFError):
-                raise RuntimeError(f"the worker exited at start ({_describe_exit(code)})") from None
-            raise
-        return worker
-
-
-class _NotSent(Exception):
-    """Arguments that pickle cannot carry (raised before anything was written)."""
-
-
-def _send(worker: _Worker, message: tuple) -> None:
-    try:
-        send_message(worker.to_child, message)
-    except OSError:
-        raise
-    except Exception as exc:  # pickling happens before the first write
-        raise _NotSent(f"{type(exc).__name__}: {exc}") from exc
-
-
-def _reap_dead(worker: _Worker) -> int | None:
-    """The exit status of a worker whose pipe closed (SIGKILL if it lingers)."""
-    try:
-        code = worker.proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        return worker.kill()
-    worker.close_pipes()
-    return code
+    def _spawn(self) -> Worker:
+        return spawn(self._procs, START_TIMEOUT_S)

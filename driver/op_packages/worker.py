@@ -89,16 +89,16 @@ def send_message(fd: int, obj: Any) -> None:
 
 def _wait_readable(fd: int, end_ns: int | None) -> None:
     if end_ns is None:
-        return
-    remaining_ms = (end_ns - time.monotonic_ns()) / 1e6
-    if remaining_ms <= 0:
-        raise WireTimeout()
+        return  # a blocking read
     poller = select.poll()
     poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
-    # poll's timeout is an int of ms: round up so we never wake just before the end
-    if not poller.poll(max(1, int(remaining_ms) + 1)):
-        if time.monotonic_ns() >= end_ns:
+    while True:
+        remaining_ms = (end_ns - time.monotonic_ns()) / 1e6
+        if remaining_ms <= 0:
             raise WireTimeout()
+        # poll's timeout is an int of ms: round up so we never wake just before the end
+        if poller.poll(max(1, int(remaining_ms) + 1)):
+            return
 
 
 def _read_some(fd: int, end_ns: int | None) -> bytes:
