@@ -7,6 +7,8 @@
 - ``generator``: ``nnhal oppkg generate`` (generated part + user-owned kernels)
 - ``discovery``: packages from entry points and ``--op-package`` paths
 - ``rules``: optimization rules applied at prepare
+- ``supervisor`` (the pool policy), ``processes`` (one worker process),
+  ``worker`` (the child and the wire): kernels in supervised worker processes
 """
 
 from __future__ import annotations

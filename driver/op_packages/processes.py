@@ -159,6 +159,7 @@ class Processes:
         self.lock = threading.Lock()
         self.procs: dict[int, subprocess.Popen] = {}
         self.closed = False
+        self.owner = os.getpid()
 
     def add(self, proc: subprocess.Popen) -> bool:
         with self.lock:
@@ -172,6 +173,8 @@ class Processes:
             self.procs.pop(proc.pid, None)
 
     def kill_all(self) -> None:
+        if os.getpid() != self.owner:
+            return  # a forked copy of the server exiting: the workers are not its own
         with self.lock:
             self.closed = True
             procs = list(self.procs.values())

@@ -36,6 +36,9 @@ worker sends can run code in the server).
 
 Module-level code of kernel files still runs in the server when a package is
 loaded (registration needs it); isolation covers the calls.
+
+Here: the pool policy. Starting, killing and reaping one process, and what
+may come back from it: ``processes``; the child and the wire: ``worker``.
 """
 
 from __future__ import annotations
@@ -67,8 +70,6 @@ from nnhal.types import DeviceStatus
 
 log = logging.getLogger("nnhal.op_packages")
 
-ISOLATION_MODES = ("process", "inline")
-DEFAULT_ISOLATION = "process"
 DEFAULT_KERNEL_TIMEOUT_MS = 10_000
 DEFAULT_WORKERS = 2
 #: how long a worker may take to start (a fresh interpreter importing numpy, on a busy host)
