@@ -3,7 +3,9 @@
     python3 examples/bench_custom_op.py [N]
 
 Prints µs per iteration of each and the ratio, measured in the same run (median of 5
-interleaved rounds), after checking both give the same result.
+interleaved rounds), after checking both give the same result. The kernel runs inline
+(``op_package_isolation = "inline"``): this is its own cost; ``bench/oppkg_isolation.py``
+measures what running it in a worker process adds.
 """
 
 import sys
@@ -16,6 +18,7 @@ import while_models as wm
 
 from driver.device import Device
 from driver.op_packages.discovery import load_path
+from driver.profile import parse_profile
 from nnhal.builder import ModelBuilder
 from nnhal.types import OperandType as T
 from nnhal.types import OperationType as Op
@@ -54,7 +57,8 @@ def builtin_model():
 
 
 dev = Device(
-    op_packages=load_path(Path(__file__).resolve().parent / "snpe_json" / "scale_shift.json")
+    parse_profile({"name": "default", "op_package_isolation": "inline"}),
+    op_packages=load_path(Path(__file__).resolve().parent / "snpe_json" / "scale_shift.json"),
 )
 custom = dev.prepareModel_1_3(wm.model("snpe_json")).compiled
 base = dev.prepareModel_1_3(builtin_model()).compiled
