@@ -183,6 +183,46 @@ def test_hanging_kernel_never_holds_a_client_past_its_deadline(server) -> None:
     np.testing.assert_array_equal(run(server, "Good").outputs[0], X + 1)
 
 
+def test_cancelled_execution_stops_waiting_for_its_kernel(packages) -> None:
+    """A client that goes away cancels its execution (driver.executor.model.Cancel): a call
+    waiting on a hanging kernel ends within a slice (not at the 10-minute kernel limit),
+    and its worker is replaced."""
+
+    device = make_device(packages, op_package_kernel_timeout_ms=600_000)
+    try:
+        _cancel_a_hanging_call(device)
+    finally:
+        device.close()
+
+
+def _cancel_a_hanging_call(device) -> None:
+    from driver.executor.model import Cancel
+
+    compiled = device.prepareModel_1_3(model("Hang")).compiled
+    runner = device.extensions.runner
+    cancel = Cancel()
+    outcome: list[BaseException] = []
+
+    def execute() -> None:
+        try:
+            compiled.run([X], cancel=cancel)
+        except BaseException as exc:  # noqa: BLE001
+            outcome.append(exc)
+
+    thread = threading.Thread(target=execute)
+    thread.start()
+    wait_for(lambda: runner.stats()["busy"] == 1, "running the kernel")
+    (hanging,) = runner.pids()
+    cancel.cancel("the client went away")
+    thread.join(60)
+    assert not thread.is_alive()
+    assert isinstance(outcome[0], GeneralFailure)
+    assert outcome[0].message == "execution cancelled: the client went away"
+    assert not alive(hanging)
+    good = device.prepareModel_1_3(model("Good")).compiled
+    np.testing.assert_array_equal(good.run([X])[0], X + 1)
+
+
 @pytest.mark.parametrize(("op", "how"), [("Exit", "exit code 3"), ("Crash", "killed by SIGSEGV")])
 def test_dying_worker_fails_the_execution_and_is_replaced(server, device, op, how) -> None:
     (old,) = run(server, "Pid").outputs[0]

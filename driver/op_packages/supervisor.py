@@ -64,7 +64,7 @@ from driver.op_packages.processes import (
     send_call,
     spawn,
 )
-from driver.op_packages.worker import WireTimeout, read_message
+from driver.op_packages.worker import WireTimeout, read_message, wait_readable
 from nnhal.errors import GeneralFailure, HalError, MissedDeadline
 from nnhal.types import DeviceStatus
 
@@ -74,6 +74,8 @@ DEFAULT_KERNEL_TIMEOUT_MS = 10_000
 DEFAULT_WORKERS = 2
 #: how long a worker may take to start (a fresh interpreter importing numpy, on a busy host)
 START_TIMEOUT_S = 60.0
+#: how often a waiting call reads its execution's deadline again (a cancel changes it)
+_SLICE_S = 0.1
 
 
 class KernelFault(Exception):
@@ -212,24 +214,19 @@ class KernelSupervisor:
     # -- one call ------------------------------------------------------------
 
     def call(self, kernel: RemoteKernel, args: tuple, kwargs: dict[str, Any]) -> Any:
-        from driver.executor.model import current_deadline
-
+        worker = self._acquire()
+        kernel_end = time.monotonic_ns() + self.kernel_timeout_ms * 1_000_000
         deadline = current_deadline()
-        worker = self._acquire(deadline)
-        end = time.monotonic_ns() + self.kernel_timeout_ms * 1_000_000
-        by_deadline = deadline is not None and deadline < end
-        if by_deadline:
-            end = deadline  # type: ignore[assignment]
-            if time.monotonic_ns() >= end:  # passed while waiting: keep the worker
-                self._release(worker)
-                raise KernelFault(
-                    "the execution deadline passed before the kernel started", deadline=True
-                )
+        if deadline is not None and time.monotonic_ns() >= deadline:
+            self._release(worker)  # passed (or cancelled) while waiting: keep the worker
+            raise KernelFault(
+                "the execution deadline passed before the kernel started", deadline=True
+            )
         try:
-            reply = self._exchange(worker, kernel, args, kwargs, end)
-        except WireTimeout:
+            reply = self._exchange(worker, kernel, args, kwargs, kernel_end)
+        except _Expired as expired:
             self._discard(worker, kill=True)
-            if by_deadline:
+            if expired.by_deadline:
                 raise KernelFault(
                     "the execution deadline passed while the kernel was running; its worker "
                     "process was killed and is being replaced",
@@ -271,26 +268,27 @@ class KernelSupervisor:
         raise KernelFault(f"kernel failed: {type_name}: {message}")
 
     def _exchange(
-        self, worker: Worker, kernel: RemoteKernel, args: tuple, kwargs: dict, end: int
+        self, worker: Worker, kernel: RemoteKernel, args: tuple, kwargs: dict, kernel_end: int
     ) -> tuple:
         definition = None if kernel.kid in worker.known else kernel.definition
         for _ in range(2):
             send_call(worker, ("call", kernel.kid, definition, args, kwargs))
             worker.remember(kernel.kid)
-            reply = read_message(worker.from_child, end, ResultUnpickler)
-            if reply[0] != "unknown":
+            end = _await_reply(worker.from_child, kernel_end)
+            try:
+                reply = read_message(worker.from_child, end, ResultUnpickler)
+            except WireTimeout:  # a reply begun but not finished in time
+                raise _Expired(end != kernel_end) from None
+            if not (isinstance(reply, tuple) and reply and reply[0] == "unknown"):
                 return reply
             definition = kernel.definition  # the worker dropped it from its cache
         raise EOFError("the worker keeps forgetting the kernel")
 
     # -- the pool --------------------------------------------------------------
 
-    def _acquire(self, deadline: int | None) -> Worker:
+    def _acquire(self) -> Worker:
         wait_s = START_TIMEOUT_S + self.kernel_timeout_ms / 1000
         limit = time.monotonic_ns() + int(wait_s * 1e9)
-        end, by_deadline = limit, False
-        if deadline is not None and deadline < limit:
-            end, by_deadline = deadline, True
         with self._cond:
             failures = self._failures
             while True:
@@ -311,7 +309,9 @@ class KernelSupervisor:
                 if self._slots < self.max_workers and not self._starting:
                     # one start at a time: a worker being started serves the next waiter
                     self._start_async(replacement=False)
-                remaining = (end - time.monotonic_ns()) / 1e9
+                deadline = current_deadline()  # read again: a cancel sets it to -1
+                by_deadline = deadline is not None and deadline < limit
+                remaining = ((deadline if by_deadline else limit) - time.monotonic_ns()) / 1e9
                 if remaining <= 0:
                     if by_deadline:
                         raise KernelFault(
@@ -319,7 +319,7 @@ class KernelSupervisor:
                             deadline=True,
                         )
                     raise KernelFault(f"no op-package worker became free within {wait_s:.0f} s")
-                self._cond.wait(remaining)
+                self._cond.wait(min(remaining, _SLICE_S))
 
     def _release(self, worker: Worker) -> None:
         with self._cond:
@@ -391,5 +391,37 @@ class KernelSupervisor:
             leftover.kill()
             self._procs.remove(leftover.proc)
 
-    def _spawn(self) -> Worker:
+    def _spawn(self) -> Worker:  # (tests delay it to watch getStatus during a replacement)
         return spawn(self._procs, START_TIMEOUT_S)
+
+
+def current_deadline() -> int | None:
+    from driver.executor.model import current_deadline as now
+
+    return now()
+
+
+class _Expired(Exception):
+    """A call's time ran out (``by_deadline``: its execution's deadline, else the kernel
+    limit)."""
+
+    def __init__(self, by_deadline: bool) -> None:
+        super().__init__()
+        self.by_deadline = by_deadline
+
+
+def _await_reply(fd: int, kernel_end: int) -> int:
+    """Wait for a reply to begin until the kernel limit or the execution's deadline, read
+    again every ``_SLICE_S`` (a cancelled execution stops waiting within a slice); the
+    end that applies for the rest of the reply. Raises _Expired."""
+    while True:
+        deadline = current_deadline()
+        by_deadline = deadline is not None and deadline < kernel_end
+        end = deadline if by_deadline else kernel_end
+        if time.monotonic_ns() >= end:
+            raise _Expired(by_deadline)
+        try:
+            wait_readable(fd, min(end, time.monotonic_ns() + int(_SLICE_S * 1e9)))
+            return end  # type: ignore[return-value]
+        except WireTimeout:
+            continue

@@ -87,7 +87,7 @@ def send_message(fd: int, obj: Any) -> None:
         written = 0
 
 
-def _wait_readable(fd: int, end_ns: int | None) -> None:
+def wait_readable(fd: int, end_ns: int | None) -> None:
     if end_ns is None:
         return  # a blocking read
     poller = select.poll()
@@ -103,7 +103,7 @@ def _wait_readable(fd: int, end_ns: int | None) -> None:
 
 def _read_some(fd: int, end_ns: int | None) -> bytes:
     while True:
-        _wait_readable(fd, end_ns)
+        wait_readable(fd, end_ns)
         try:
             data = os.read(fd, _CHUNK)
         except BlockingIOError:  # pragma: no cover - the fds are blocking
@@ -116,7 +116,7 @@ def _read_some(fd: int, end_ns: int | None) -> bytes:
 def _read_into(fd: int, buffer: Any, end_ns: int | None) -> None:
     view = memoryview(buffer).cast("B")
     while view:
-        _wait_readable(fd, end_ns)
+        wait_readable(fd, end_ns)
         n = os.readv(fd, [view])
         if n == 0:
             raise EOFError("the peer closed the pipe")
