@@ -15,6 +15,8 @@ that can take the server down or hold a client past its deadline:
   the exception's type and message (no traceback crosses to the client);
   its worker stays;
 - a worker that dies gives GENERAL_FAILURE and is replaced;
+- a cancelled execution (its client went away: ``driver.executor.model.Cancel``)
+  stops waiting within ``_SLICE_S`` and its worker is replaced;
 - while a replacement starts, ``status()`` (the device's getStatus) is
   BUSY; AVAILABLE once it is ready.
 
