@@ -125,7 +125,7 @@ def test_kernels_run_in_a_worker_process_unless_inline(packages) -> None:
     try:
         (pid,) = isolated.prepareModel_1_3(model("Pid")).compiled.run([X])[0]
         assert pid != os.getpid() and isolated.extensions.runner.pids() == [pid]
-        assert workers_of(os.getpid()) == [pid]
+        assert pid in workers_of(os.getpid())  # a child of this process running the worker
         (here,) = inline.prepareModel_1_3(model("Pid")).compiled.run([X])[0]
         assert here == os.getpid() and inline.extensions.runner is None
         # the same results either way
@@ -135,7 +135,7 @@ def test_kernels_run_in_a_worker_process_unless_inline(packages) -> None:
             assert out.dtype == np.float32 and out.flags.writeable
     finally:
         isolated.close()
-    assert workers_of(os.getpid()) == []
+    assert not alive(int(pid)) and int(pid) not in workers_of(os.getpid())
 
 
 def test_raising_kernel_fails_only_its_execution(server, device) -> None:
@@ -365,7 +365,8 @@ def test_other_executions_run_while_a_kernel_hangs(packages) -> None:
         for _ in range(5):
             np.testing.assert_array_equal(run(client, "Good").outputs[0], X + 1)
         assert hanging.is_alive() and not outcome  # still hanging (the limit is 10 minutes)
-        assert len(device.extensions.runner.pids()) == 2
+        pids = device.extensions.runner.pids()
+        assert len(pids) == 2
     finally:
         device.close()  # kills the hanging kernel's worker: its execution fails at once
         hanging.join(60)
@@ -374,7 +375,7 @@ def test_other_executions_run_while_a_kernel_hangs(packages) -> None:
     assert not hanging.is_alive()
     assert isinstance(outcome[0], GeneralFailure)
     assert "the device shut down while the kernel was running" in outcome[0].message
-    assert workers_of(os.getpid()) == []
+    assert not any(alive(p) for p in pids) and not set(pids) & set(workers_of(os.getpid()))
 
 
 def test_one_worker_serializes_calls_and_the_next_one_gets_the_replacement(packages) -> None:
