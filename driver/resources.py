@@ -18,7 +18,9 @@ answers taken when the server is idle:
   ``ServiceState`` (prepared models, buffers, sync fences, fenced-execution
   callbacks, and any registry added later), ``fenced_active`` (fenced executions whose
   fence has not signalled yet) and ``executions_in_flight`` (the device's running
-  executions, as ``driver.occupancy`` counts them for ``max_concurrent_executions``).
+  executions, as ``driver.occupancy`` counts them for ``max_concurrent_executions``)
+  and ``op_package_workers`` (its op-package worker processes, or None: each holds
+  two pipe descriptors of this process).
 
 Everything here is cheap (a few small /proc reads, one pass over the registries), so
 the call can be made at any time, also under load.
@@ -127,7 +129,16 @@ def device_usage(state: Any) -> dict[str, Any]:
             1 for r in state.fenced_executions.values() if r.fence.state == ACTIVE
         ),
         "executions_in_flight": _running(state),
+        "op_package_workers": _workers(state),
     }
+
+
+def _workers(state: Any) -> dict[str, int] | None:
+    """The device's op-package worker pool (``driver.op_packages.supervisor``): processes
+    alive or starting, idle, busy, starting, restarting; None without one."""
+    extensions = getattr(state.device, "extensions", None)
+    runner = getattr(extensions, "runner", None)
+    return None if runner is None else runner.stats()
 
 
 def session_usage(states: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -342,6 +342,27 @@ def test_status_is_busy_while_the_worker_is_replaced(server, device) -> None:
     np.testing.assert_array_equal(run(server, "Good").outputs[0], X + 1)
 
 
+def test_resource_usage_shows_the_worker_pool(packages) -> None:
+    from nnhal.control import Control
+
+    device = make_device(packages, op_package_kernel_timeout_ms=1500)
+    plain = Device(parse_profile({"name": "plain"}))
+    srv, address = create_server([device, plain], "127.0.0.1:0")
+    client = connect(address, device="kernels")
+    try:
+        run(client, "Good")
+        with Control(address) as control:
+            usage = control.resource_usage()["devices"]
+        assert usage["kernels"]["op_package_workers"] == {
+            "slots": 1, "idle": 1, "busy": 0, "starting": 0, "restarting": 0,
+        }  # fmt: skip
+        assert usage["plain"]["op_package_workers"] is None  # no packages, no pool
+    finally:
+        client.close()
+        srv.stop(None)
+        device.close()
+
+
 # -- concurrency -------------------------------------------------------------------
 
 

@@ -7,8 +7,8 @@ parent's, so a kernel's prints and warnings show where they always did.
 
 Messages (both ways) are pickles with out-of-band buffers (protocol 5): a
 numpy array's data travels as its own frame, written straight from the
-array's memory and read straight into a fresh ``bytearray``, so an array is
-copied once per direction by the kernel's pipe and nowhere else. Frame layout:
+array's memory and read straight into a fresh ``bytearray``: no copy besides
+the pipe's own. Frame layout:
 ``<I`` frame count, one ``<Q`` length per frame, then the frames; frame 0 is
 the pickle, the others its buffers.
 
