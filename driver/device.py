@@ -279,8 +279,8 @@ class ModelAnalysis:
 class Device:
     """An emulated NNAPI HAL 1.3 device (thread-safe).
 
-    Its only moving part is the op-package worker pool (``extensions.runner``,
-    profile ``op_package_isolation = "process"``): ``getStatus`` reports it and
+    With op packages in ``op_package_isolation = "process"`` it owns a pool of
+    worker processes (``extensions.runner``): ``getStatus`` reports on it and
     ``close()`` stops it.
     """
 
