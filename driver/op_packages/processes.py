@@ -214,10 +214,23 @@ def reap_dead(worker: Worker) -> int | None:
     return code
 
 
+def _widen(fd: int) -> None:
+    """A 1 MiB pipe buffer (Linux; the default fs/pipe-max-size) instead of 64 KiB: a
+    large tensor crosses in 16 times fewer wake-ups of the reader. Best effort."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+    except (ImportError, OSError):
+        pass
+
+
 def spawn(processes: Processes, start_timeout_s: float) -> Worker:
     """Start one worker and wait for its ``ready`` (raises RuntimeError saying why not)."""
     req_r, req_w = os.pipe()
     rep_r, rep_w = os.pipe()
+    for fd in (req_w, rep_w):
+        _widen(fd)
     try:
         proc = subprocess.Popen(
             command(sys.path, req_r, rep_w),
