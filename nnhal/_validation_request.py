@@ -65,26 +65,30 @@ def _check_request_arguments(
         )
     for a, (argument, index) in enumerate(zip(arguments, indexes)):
         operand = operands[index]
-        where = f"request {kind} {a} (main operand {index}, {_describe(operand)})"
+
+        # only formatted for an error message: this runs on every execution
+        def where(a: int = a, index: int = index, operand: Operand = operand) -> str:
+            return f"request {kind} {a} (main operand {index}, {_describe(operand)})"
+
         loc = argument.location
         req_dims = tuple(argument.dimensions)
         if argument.hasNoValue:
             if loc.poolIndex or loc.offset or loc.length or req_dims:
                 raise InvalidArgument(
-                    f"{where}: hasNoValue but location (poolIndex {loc.poolIndex}, offset"
+                    f"{where()}: hasNoValue but location (poolIndex {loc.poolIndex}, offset"
                     f" {loc.offset}, length {loc.length}) / dimensions {_dims(req_dims)} are set;"
                     " they must be zero / empty"
                 )
             continue
         if not 0 <= loc.poolIndex < len(pool_sizes):
             raise InvalidArgument(
-                f"{where}: poolIndex {loc.poolIndex} is out of range; the request has"
+                f"{where()}: poolIndex {loc.poolIndex} is out of range; the request has"
                 f" {len(pool_sizes)} pools"
             )
         size = pool_sizes[loc.poolIndex]
         if loc.offset < 0 or loc.length < 0 or loc.offset + loc.length > size:
             raise InvalidArgument(
-                f"{where}: location (offset {loc.offset}, length {loc.length}) is outside pool"
+                f"{where()}: location (offset {loc.offset}, length {loc.length}) is outside pool"
                 f" {loc.poolIndex} ({size} bytes; a token pool counts as 0 bytes)"
             )
         model_dims = tuple(operand.dimensions)
@@ -92,38 +96,38 @@ def _check_request_arguments(
         if not req_dims:
             if not allow_unspecified and 0 in model_dims:
                 raise InvalidArgument(
-                    f"{where}: the model leaves a dimension unknown ({_dims(model_dims)}) and"
+                    f"{where()}: the model leaves a dimension unknown ({_dims(model_dims)}) and"
                     f" the request gives none; every {kind} dimension must be known"
                 )
             # Stricter than AOSP, which lets this through to fail at execution:
             # an input tensor of unknown rank with no request dimensions has no shape.
             if kind == "input" and not model_dims and info is not None and not info.is_scalar:
                 raise InvalidArgument(
-                    f"{where}: the model leaves the rank unknown and the request gives no"
+                    f"{where()}: the model leaves the rank unknown and the request gives no"
                     " dimensions; an input's shape must be known"
                 )
             continue
         if info is not None and info.is_scalar:
             raise InvalidArgument(
-                f"{where}: request dimensions {_dims(req_dims)} given for a scalar; scalars"
+                f"{where()}: request dimensions {_dims(req_dims)} given for a scalar; scalars"
                 " take no dimensions"
             )
         if model_dims and len(req_dims) != len(model_dims):
             raise InvalidArgument(
-                f"{where}: request dimensions {_dims(req_dims)} have rank {len(req_dims)} but"
+                f"{where()}: request dimensions {_dims(req_dims)} have rank {len(req_dims)} but"
                 f" the model's have rank {len(model_dims)}; they must match"
             )
         for axis, d in enumerate(req_dims):
             if not isinstance(d, int) or d < 0 or d > _UINT32_MAX:
-                raise InvalidArgument(f"{where}: dimension {axis} is {d!r}, not a uint32")
+                raise InvalidArgument(f"{where()}: dimension {axis} is {d!r}, not a uint32")
             if model_dims and model_dims[axis] and d != model_dims[axis]:
                 raise InvalidArgument(
-                    f"{where}: request dimension {axis} is {d} but the model fixes it to"
+                    f"{where()}: request dimension {axis} is {d} but the model fixes it to"
                     f" {model_dims[axis]}"
                 )
             if d == 0 and not allow_unspecified:
                 raise InvalidArgument(
-                    f"{where}: request dimension {axis} is 0 (unknown); {kind} dimensions must"
+                    f"{where()}: request dimension {axis} is 0 (unknown); {kind} dimensions must"
                     " be known here"
                 )
 
