@@ -32,6 +32,19 @@ from pathlib import Path
 TARGET_NAMES = ("proto", "validation", "loaders", "graphs", "grpc")
 
 
+_TARGET_MODULES = (
+    "driver.device",
+    "driver.server",
+    "driver.memory",
+    "driver.op_packages.xml_loader",
+    "driver.op_packages.json_loader",
+    "driver.op_packages.ini_loader",
+    "driver.op_packages.generator",
+    "fuzz.graphs",
+    "fuzz.models",
+)
+
+
 class Hang(Exception):
     pass
 
@@ -173,6 +186,11 @@ def main(argv: list[str] | None = None) -> int:
         import atheris
 
         with atheris.instrument_imports(include=["nnhal", "driver", "fuzz"]):
+            import importlib
+
+            # the targets import these lazily: import them here so they are instrumented
+            for module in _TARGET_MODULES:
+                importlib.import_module(module)
             from fuzz.targets import TARGETS
     else:
         from fuzz.targets import TARGETS
