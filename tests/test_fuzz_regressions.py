@@ -155,3 +155,45 @@ def test_generated_op_package_sources_compile_whatever_the_names(name, attr, def
         assert len(own) == 1
         with pytest.raises(NotImplementedError, match="fill in the numpy kernel"):
             own[0](np.zeros(1))
+
+
+def test_wait_fence_calls_abandoned_by_their_clients_do_not_starve_the_server() -> None:
+    # found while fuzzing `grpc`: waitFence(timeoutMs=4e9) held a server thread for days
+    # after its client's deadline; 16 of them (the worker pool) left the server deaf.
+    import grpc
+
+    from driver.server import create_server
+    from nnhal._proto.v1_3 import device_pb2 as dpb
+    from nnhal._proto.v1_3 import device_pb2_grpc as dgrpc
+    from nnhal._proto.v1_3 import prepared_model_pb2 as ppb
+    from nnhal._proto.v1_3 import prepared_model_pb2_grpc as pgrpc
+
+    server, address = create_server(Device(), "127.0.0.1:0", max_workers=4)
+    channel = grpc.insecure_channel(address)
+    try:
+        fences, device = pgrpc.ISyncFenceStub(channel), dgrpc.IDeviceStub(channel)
+        fence = fences.createFence(ppb.CreateFenceRequest()).fence
+        waits = [
+            fences.waitFence.future(
+                ppb.WaitFenceRequest(fence=fence, timeoutMs=4_000_000_000), timeout=0.5
+            )
+            for _ in range(8)
+        ]
+        for call in waits:
+            with pytest.raises(grpc.RpcError) as info:
+                call.result()
+            assert info.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+        cancelled = [
+            fences.waitFence.future(ppb.WaitFenceRequest(fence=fence, timeoutMs=4_000_000_000))
+            for _ in range(8)
+        ]
+        for call in cancelled:
+            call.cancel()
+        reply = device.getVersionString(dpb.DeviceQuery(), timeout=30)
+        assert reply.status == 0 and reply.version
+        waiting = fences.waitFence.future(ppb.WaitFenceRequest(fence=fence, timeoutMs=60_000))
+        fences.signalFence(ppb.SignalFenceRequest(fence=fence))
+        assert waiting.result(timeout=30).state == 1  # SIGNALED: a signal still wakes a waiter
+    finally:
+        channel.close()
+        server.stop(grace=None).wait()
