@@ -197,3 +197,23 @@ def test_wait_fence_calls_abandoned_by_their_clients_do_not_starve_the_server() 
     finally:
         channel.close()
         server.stop(grace=None).wait()
+
+
+def test_run_time_shape_checks_do_not_clash_with_constants(device) -> None:
+    # found by `graphs` and `validation` (atheris): the run-time shape check of step k was
+    # bound under the name of constant operand k, so the step called an array
+    mb = ModelBuilder()
+    x = mb.main.input(F32, [0])
+    two = mb.main.constant(F32, [2.0], [1])  # operand 1, read by step 1
+    act = mb.main.constant(INT32, 0)
+    t = mb.main.temporary(F32, [0])
+    out = mb.main.output(F32, [0])
+    mb.main.operation(OperationType.ADD, [x, two, act], [t])
+    mb.main.operation(OperationType.ADD, [t, two, act], [out])
+    request = request_for(mb.build(), [np.array([1.0, -1.0, 0.5], np.float32)])
+    prepared = device.prepareModel_1_3(mb.build())
+    with MappedPools(request.pools) as mapped:
+        shapes, _ = prepared.execute(request, mapped.views)
+        result = np.frombuffer(mapped.views[1], np.float32, 3).copy()
+    assert shapes[0].dimensions == (3,)
+    assert result.tolist() == [5.0, 3.0, 4.5]

@@ -325,7 +325,9 @@ class Generator:
             source.line(depth, f"{name}({', '.join(namer(i) for i in step.inputs)})")
         check = input_shape_check(plan, step)
         if check is not None:
-            source.line(depth, f"{source.bind(f'c{plan.index}_{step.index}', check)}({args})")
+            source.line(
+                depth, f"{source.bind(f'shape_check{plan.index}_{step.index}', check)}({args})"
+            )
         source.line(depth, f"{target} = {call}")
         for position in unproven:
             out = outputs[position]
