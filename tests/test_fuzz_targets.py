@@ -20,6 +20,14 @@ from fuzz.corpus import seeds_for
 from fuzz.targets import TARGETS
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _stop_live_server():
+    yield
+    from fuzz.live import close_live
+
+    close_live()
+
+
 def ci(examples: int) -> settings:
     return settings(
         max_examples=examples,
