@@ -217,3 +217,25 @@ def test_run_time_shape_checks_do_not_clash_with_constants(device) -> None:
         result = np.frombuffer(mapped.views[1], np.float32, 3).copy()
     assert shapes[0].dimensions == (3,)
     assert result.tolist() == [5.0, 3.0, 4.5]
+
+
+def _grouped_conv(groups: int, input_channels: int = 2):
+    mb = ModelBuilder()
+    g = mb.main
+    x = g.input(F32, [1, 3, 3, input_channels])
+    w = g.constant(F32, np.ones((2, 1, 1, 1), np.float32), [2, 1, 1, 1])
+    b = g.constant(F32, np.zeros(2, np.float32), [2])
+    out = g.output(F32, [1, 3, 3, 2])
+    scalars = [g.constant(INT32, v) for v in (0, 0, 0, 0, 1, 1, groups, 0)]
+    scalars.append(g.constant(OperandType.BOOL, False))  # NHWC
+    g.operation(OperationType.GROUPED_CONV_2D, [x, w, b, *scalars], [out])
+    return mb.build()
+
+
+@pytest.mark.parametrize("groups", [2147483647, 1000, 0, -1])
+def test_grouped_conv_with_impossible_groups_is_invalid_at_validation(device, groups) -> None:
+    # found by `validation` (atheris): groups = 2147483647 passed validation and failed
+    # binding the filter at prepare ("cannot bind kernel: ValueError: cannot reshape")
+    with pytest.raises(InvalidArgument, match="groups"):
+        device.getSupportedOperations_1_3(_grouped_conv(groups))
+    assert device.getSupportedOperations_1_3(_grouped_conv(2)) == [True]
