@@ -239,3 +239,16 @@ def test_grouped_conv_with_impossible_groups_is_invalid_at_validation(device, gr
     with pytest.raises(InvalidArgument, match="groups"):
         device.getSupportedOperations_1_3(_grouped_conv(groups))
     assert device.getSupportedOperations_1_3(_grouped_conv(2)) == [True]
+
+
+def test_quantized_add_with_extreme_scales_is_invalid_not_an_overflow(device) -> None:
+    # found by `validation` (atheris): scale 3.4e38 made the rescale multiplier infinite and
+    # binding the kernel raised OverflowError
+    q8 = OperandType.TENSOR_QUANT8_ASYMM
+    mb = ModelBuilder()
+    a = mb.main.input(q8, [2], scale=3.4e38, zero_point=0)
+    b = mb.main.input(q8, [2], scale=3.4e38, zero_point=0)
+    out = mb.main.output(q8, [2], scale=1.0, zero_point=0)
+    mb.main.operation(OperationType.ADD, [a, b, mb.main.constant(INT32, 0)], [out])
+    with pytest.raises(InvalidArgument, match="rescale multiplier of inf"):
+        device.prepareModel_1_3(mb.build())
