@@ -25,7 +25,6 @@ from nnhal.types import (
 
 _BOOL8 = int(OperandType.TENSOR_BOOL8)
 _SUBGRAPH_TYPE = int(OperandType.SUBGRAPH)
-_NO_VALUE = int(OperandLifeTime.NO_VALUE)
 
 # ---------------------------------------------------------------------------
 # Text helpers for messages
@@ -143,18 +142,6 @@ def _require_known_size(where: str, text: str, operand: Operand) -> None:
         )
 
 
-def _require_values(where: str, kind: str, positions: Sequence[int], operands: Sequence[Operand],
-                    ins: Sequence[int]) -> None:  # fmt: skip
-    # An omitted (NO_VALUE) operand has nothing to pass into a branch, condition or body;
-    # inside them nothing marks it optional, so the operation would read a missing value.
-    for pos in positions:
-        if operands[ins[pos]].lifetime == _NO_VALUE:
-            raise InvalidArgument(
-                f"{where}: input {pos} (operand {ins[pos]}) is NO_VALUE; every {kind} input"
-                " other than the subgraphs must have a value"
-            )
-
-
 def _check_condition_operand(where: str, text: str, operand: Operand) -> None:
     if operand.type != _BOOL8 or tuple(operand.dimensions) != (1,):
         raise InvalidArgument(
@@ -177,7 +164,6 @@ def check_if(
             " inputs (condition, then, else, values...) and at least 1 output"
         )
     _check_condition_operand(where, f"input 0 (condition, operand {ins[0]})", operands[ins[0]])
-    _require_values(where, "IF", [0, *range(3, len(ins))], operands, ins)
     for role, pos in (("then", 1), ("else", 2)):
         b, branch = _referenced_subgraph(
             model, where, f"input {pos} ({role} branch)", operands, ins[pos]
@@ -225,7 +211,6 @@ def check_while(
             f"{where}: has {len(ins)} inputs and {len(outs)} outputs; WHILE needs at least 3"
             " inputs (condition, body, values...) and at least 1 output"
         )
-    _require_values(where, "WHILE", range(2, len(ins)), operands, ins)
     c, cond = _referenced_subgraph(model, where, "input 0 (condition)", operands, ins[0])
     name = f"condition (subgraph {c})"
     if len(ins) != 2 + len(cond.inputIndexes):
