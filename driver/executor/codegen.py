@@ -284,7 +284,14 @@ class Generator:
             source.location = step.location
             if self.checked:
                 source.line(depth, f"if _mono() > _dl[0]: raise _missed({step.location!r})")
-            if replace and position in replace:
+            missing = None
+            if step.kind is not StepKind.OPERATION:
+                missing = control_flow.no_value_input(step, namer)
+            if missing is not None:
+                source.line(
+                    depth, f"raise _no_input({step.location!r}, {missing[0]}, {missing[1]})"
+                )
+            elif replace and position in replace:
                 replace[position](depth)
             elif step.kind is StepKind.OPERATION:
                 self.emit_operation(source, plan, step, namer, depth)
