@@ -54,6 +54,7 @@ from nnhal.types import (
     Timing,
     combine_dimensions,
     element_count,
+    operation_name,
     type_name,
 )
 from nnhal.validation import validate_request
@@ -135,6 +136,7 @@ class PreparedModel:
         self._outputs = tuple(
             _IoSpec.of(i, k, main.operands[k]) for i, k in enumerate(main.outputIndexes)
         )
+        self._needs_value = _inputs_needing_a_value(main)
 
     def execute(
         self,
@@ -162,6 +164,12 @@ class PreparedModel:
                 f"request has {len(request.pools)} pools but {len(pool_views)} were mapped"
             )
 
+        for spec, arg in zip(self._inputs, request.inputs):
+            if arg.hasNoValue and spec.operand in self._needs_value:
+                raise InvalidArgument(
+                    f"{spec.label('input')} has no value (hasNoValue) but "
+                    f"{self._needs_value[spec.operand]} requires one"
+                )
         inputs = [
             self._read_input(spec, arg, pool_views)
             for spec, arg in zip(self._inputs, request.inputs)
@@ -273,6 +281,29 @@ class PreparedModel:
         if short:
             raise OutputInsufficientSize("; ".join(short), tuple(shapes))
         return tuple(shapes), arrays
+
+
+def _inputs_needing_a_value(main) -> dict[int, str]:
+    """Main operands a request may not omit: read by an operation position that is not
+    optional (IF/WHILE and custom operations: every position), with the first such reader."""
+    from driver.ops import registry
+
+    needs: dict[int, str] = {}
+    for k, op in enumerate(main.operations):
+        definition = registry.lookup(op.type)
+        args = definition.inputs if definition is not None else ()
+        for pos, index in enumerate(op.inputs):
+            if index in needs:
+                continue
+            if definition is not None and definition.variadic:
+                tail = len(op.inputs) - (len(args) - 1)
+                arg = args[0] if pos < tail else args[1 + pos - tail]
+            else:
+                arg = args[pos] if pos < len(args) else None
+            if arg is None or not arg.optional:
+                name = f" ({arg.name})" if arg is not None else ""
+                needs[index] = f"operation {k} ({operation_name(op.type)}) input {pos}{name}"
+    return needs
 
 
 def _write(

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -41,7 +42,7 @@ from driver._service_support import ServiceState, hal_method
 from driver.buffers import TokenPools
 from driver.burst import BurstSession
 from driver.executor.model import Cancel
-from driver.fences import ERROR, Fence, launch
+from driver.fences import ACTIVE, ERROR, Fence, launch
 from driver.limits import check_request_pools
 from driver.memory import MappedPools
 from driver.sessions import client_key, session_of
@@ -74,6 +75,8 @@ log = logging.getLogger("nnhal.driver.service")
 #: takes its limit from the devices' ``max_message_bytes``, ``driver.limits.grpc_options``).
 GRPC_OPTIONS = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
 _NONE = ErrorStatus.NONE
+#: waitFence checks this often whether its caller is still there
+_WAIT_SLICE_S = 0.1
 
 
 def _enum_or_int(cls: Any, value: int) -> Any:
@@ -628,7 +631,17 @@ class SyncFenceServicer(pgrpc.ISyncFenceServicer):
     @hal_method(ppb.FenceReply)
     def waitFence(self, request: Any, context: Any) -> Any:
         fence = self.state.fences.get(request.fence, "waitFence")
-        fence.wait(request.timeoutMs / 1000)
+        # Wait no longer than the call lives: a client that gave up (its deadline, a
+        # cancel, a dead process) must not hold a server thread for up to 49 days.
+        end = time.monotonic() + request.timeoutMs / 1000
+        remaining = context.time_remaining() if context is not None else None
+        if remaining is not None:
+            end = min(end, time.monotonic() + max(0.0, remaining))
+        while fence.state == ACTIVE and (context is None or context.is_active()):
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            fence.wait(min(left, _WAIT_SLICE_S))
         return self._reply(request.fence, fence)
 
     @hal_method(ppb.StatusReply)

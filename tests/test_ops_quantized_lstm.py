@@ -494,3 +494,11 @@ def test_quantized_16bit_states_through_while():
         cv, hv = kernel(xv, *(p.data for p in ins[1:13]), cv, hv)
     np.testing.assert_array_equal(got_c, cv)
     np.testing.assert_array_equal(got_h, hv)
+
+
+def test_quantized_lstm_zero_hidden_state_scale_is_a_clean_failure():
+    # found by the fuzz target `validation`: validation allows a hidden state scale of 0
+    # (">= 0"), and the kernel divided by it (ZeroDivisionError inside the kernel)
+    ins, outs = _ql_with(31, scalar(0.0, T.FLOAT32))
+    with pytest.raises(GeneralFailure, match=r"input 31 \(hidden state scale\) is 0.0"):
+        run(QUANTIZED_LSTM_DEF, ins, outs)

@@ -531,6 +531,19 @@ def test_bidirectional_aux_pattern_checked_at_run_time():
         kernel(*(x.data for x in ins[:12]))
 
 
+def test_bidirectional_cross_linking_aux_weights_checked_at_run_time():
+    """Found by the fuzz target `validation`: aux weights given at execution with the wrong
+    shape reached a matmul (ValueError) instead of a GENERAL_FAILURE naming them."""
+    ins = bidi_inputs(F32, True, False, "cross")
+    ctx = context(BIDI, ins, _TWO)
+    validate_operation(ctx)
+    kernel = ctx.op.execute(ctx)
+    arrays = [x.data for x in ins[:12]]
+    arrays[10] = np.zeros((4, 5), np.float32)  # aux_input_size is 2
+    with pytest.raises(GeneralFailure, match=r"input 10 \(fw_aux_weights\) has shape \[4, 5\]"):
+        kernel(*arrays)
+
+
 def test_bidirectional_state_outputs_through_while():
     """Merged output plus both state outputs; the states are the loop state."""
     steps, batch, size, fw, bw, n = 3, 2, 3, 4, 3, 3

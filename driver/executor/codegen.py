@@ -35,6 +35,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
@@ -283,7 +284,14 @@ class Generator:
             source.location = step.location
             if self.checked:
                 source.line(depth, f"if _mono() > _dl[0]: raise _missed({step.location!r})")
-            if replace and position in replace:
+            missing = None
+            if step.kind is not StepKind.OPERATION:
+                missing = control_flow.no_value_input(step, namer)
+            if missing is not None:
+                source.line(
+                    depth, f"raise _no_input({step.location!r}, {missing[0]}, {missing[1]})"
+                )
+            elif replace and position in replace:
                 replace[position](depth)
             elif step.kind is StepKind.OPERATION:
                 self.emit_operation(source, plan, step, namer, depth)
@@ -322,6 +330,11 @@ class Generator:
             guard = TensorGuard(step, plan.subgraph.operands, self.max_tensor_bytes)
             name = source.bind(f"g{plan.index}_{step.index}", guard)
             source.line(depth, f"{name}({', '.join(namer(i) for i in step.inputs)})")
+        check = input_shape_check(plan, step)
+        if check is not None:
+            source.line(
+                depth, f"{source.bind(f'shape_check{plan.index}_{step.index}', check)}({args})"
+            )
         source.line(depth, f"{target} = {call}")
         for position in unproven:
             out = outputs[position]
@@ -358,6 +371,45 @@ class Generator:
                     f"if {test}: raise _shape_fail({step.location!r}, {position}, {index}, "
                     f"{name}, {dims!r})",
                 )
+
+
+def input_shape_check(plan: SubgraphPlan, step: Step) -> Callable | None:
+    """The operation's own shape rule (``prepare``) on the shapes its tensor inputs have at
+    run time, for a step with an input whose declared shape is not fully known.
+
+    With known shapes ``prepare`` ran at compile time; with an unknown axis or rank it
+    could not decide, and a kernel handed shapes it cannot combine (e.g. [3] and [4] to a
+    broadcasting op) would fail inside numpy. Raises InvalidArgument (the step's
+    GENERAL_FAILURE, naming it) instead.
+    """
+    ctx = step.context
+    if ctx is None or ctx.op.prepare is None or not step.kernel_inputs:
+        return None
+    operands = plan.subgraph.operands
+    if all(_known(operands[i]) for i in step.kernel_inputs):
+        return None
+    slots = [
+        (p, step.kernel_inputs.index(i))
+        for p, i in enumerate(step.inputs)
+        if i in step.kernel_inputs
+    ]
+    prepare, infos = ctx.op.prepare, list(ctx.inputs)
+
+    def check(*arrays: object) -> None:
+        actual = list(infos)
+        for p, k in slots:
+            value = arrays[k]
+            if value is not None and p < len(actual):
+                actual[p] = replace(actual[p], dimensions=tuple(np.shape(value)))
+        prepare(replace(ctx, inputs=actual))
+
+    return check
+
+
+def _known(operand: Operand) -> bool:
+    dims = operand.dimensions
+    info = OPERAND_TYPE_INFO.get(operand.type)
+    return (info is not None and info.is_scalar) or (bool(dims) and all(dims))
 
 
 def shape_test(operand: Operand, name: str) -> str | None:

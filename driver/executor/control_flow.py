@@ -38,6 +38,27 @@ def _no_condition(location: str, operand: int) -> GeneralFailure:
     return GeneralFailure(f"{location}: condition operand {operand} has no value")
 
 
+def _no_input(location: str, position: int, operand: int) -> GeneralFailure:
+    return GeneralFailure(
+        f"{location}: input {position} (operand {operand}) has no value; the subgraph it is"
+        " passed to would read a missing value"
+    )
+
+
+def no_value_input(step: Step, namer: Namer) -> tuple[int, int] | None:
+    """(position, operand) of an IF/WHILE value input that is NO_VALUE, else None.
+
+    Like a NO_VALUE IF condition (the CTS model if_no_value) the model is valid and
+    executing the operation fails; without this a branch or body would hand None to
+    its operations' kernels.
+    """
+    first = 3 if step.kind.value == "IF" else 2
+    for position in range(first, len(step.inputs)):
+        if namer(step.inputs[position]) == "None":
+            return position, step.inputs[position]
+    return None
+
+
 def _loop_timeout(location: str, timeout_ns: int) -> MissedDeadline:
     return MissedDeadline(
         f"{location}: loop ran longer than loopTimeoutDuration ({timeout_ns} ns)",
@@ -52,6 +73,7 @@ def _copy(value):
 #: names the generated code uses (module globals of each generated function)
 RUNTIME_HELPERS: dict[str, object] = {
     "_no_condition": _no_condition,
+    "_no_input": _no_input,
     "_loop_timeout": _loop_timeout,
     "_copy": _copy,
 }

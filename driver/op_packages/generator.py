@@ -20,6 +20,7 @@ as "kept").
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,24 +74,69 @@ def _ident(name: str) -> str:
     import re
 
     s = re.sub(r"\W", "_", name)
-    if not s or s[0].isdigit() or keyword.iskeyword(s):
+    # \w admits characters no identifier may hold (e.g. superscript digits)
+    s = "".join(c if f"a{c}".isidentifier() else "_" for c in s)
+    if not s or not s.isidentifier():
+        s = f"_{s}"  # empty, or starts with a digit
+    if keyword.iskeyword(s):
         s = f"{s}_"
     return s
 
 
+def _doc_text(text: str) -> str:
+    """``text`` safe inside a generated triple-quoted string: names and descriptions come
+    from the config, so quotes, backslashes and control characters are escaped."""
+    text = text.replace("\\", "\\\\").replace('"', '\\"')
+    return "".join(
+        c if c == "\n" or c.isprintable() else c.encode("unicode_escape").decode("ascii")
+        for c in text
+    )
+
+
+def _unique_idents(names: list[str]) -> list[str]:
+    """Python parameter names for tensor names; two names that map to one get a suffix."""
+    out: list[str] = []
+    for name in names:
+        ident = base = _ident(name)
+        n = 1
+        while ident in out:
+            n += 1
+            ident = f"{base}_{n}"
+        out.append(ident)
+    return out
+
+
+def _default_text(value: object) -> str:
+    """Python source for a value from the config (repr of nan / inf is not source)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_default_text(k)}: {_default_text(v)}"
+                               for k, v in value.items()) + "}"  # fmt: skip
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(_default_text(v) for v in value)
+        return (
+            f"[{inner}]"
+            if isinstance(value, list)
+            else f"({inner}{',' if len(value) == 1 else ''})"
+        )
+    return repr(value)
+
+
 def kernel_source(spec: PackageSpec, op: OpSpec, backend: str | None) -> str:
     """The numpy skeleton of one operation's kernel module."""
+    idents = _unique_idents([t.name for t in (*op.inputs, *op.params)])
     args = []
     for i, t in enumerate(op.inputs):
-        args.append(f"*{_ident(t.name)}" if t.repeated and i == 0 else _ident(t.name))
+        args.append(f"*{idents[i]}" if t.repeated and i == 0 else idents[i])
     kw = []
-    for p in op.params:
+    for p, ident in zip(op.params, idents[len(op.inputs) :]):
         if p.default is not None:
-            kw.append(f"{_ident(p.name)}={p.default!r}")
+            kw.append(f"{ident}={_default_text(p.default)}")
         elif p.mandatory:
-            kw.append(_ident(p.name))
+            kw.append(ident)
         else:
-            kw.append(f"{_ident(p.name)}=None")
+            kw.append(f"{ident}=None")
     sig = ", ".join(args + (["*", *kw] if kw and not (op.inputs and op.inputs[0].repeated) else kw))
     fn = _ident(op.module_name)
     outs = ", ".join(_ident(t.name) for t in op.outputs)
@@ -105,8 +151,9 @@ def kernel_source(spec: PackageSpec, op: OpSpec, backend: str | None) -> str:
         doc += [_tensor_doc(t) for t in op.params]
     doc += ["Outputs (return one array, or a tuple in this order):"]
     doc += [_tensor_doc(t) for t in op.outputs]
-    docstring = "\n".join(doc).replace('"""', "'''")
-    return f'''"""Kernel of {op.name} (yours: `nnhal oppkg generate` never overwrites it without --force).
+    docstring = _doc_text("\n".join(doc))
+    message = repr(f"{op.name}: fill in the numpy kernel (returns {outs})")
+    return f'''"""Kernel of {_doc_text(op.name)} (yours: `nnhal oppkg generate` never overwrites it without --force).
 
 Register more implementations with @implementation(cost=FAST, types={{"x": "FLOAT_16"}}):
 the device runs the cheapest one whose types match, else the generic one.
@@ -121,7 +168,7 @@ from driver.op_packages.runtime import FAST, FREE, GLACIAL, SNAIL, implementatio
 def {fn}({sig}):
     """{docstring}
     """
-    raise NotImplementedError("{op.name}: fill in the numpy kernel (returns {outs})")
+    raise NotImplementedError({message})
 '''
 
 
@@ -134,8 +181,9 @@ def _generated_module(spec: PackageSpec) -> str:
     }
     inputs = {op.name: [t.name for t in op.inputs] for op in spec.ops}
     outputs = {op.name: [t.name for t in op.outputs] for op in spec.ops}
+    title = _doc_text(f"{spec.package_name} (extension {spec.extension_name})")
     return f'''{GENERATED_MARK}
-"""Operand and parameter order of package {spec.package_name} (extension {spec.extension_name}).
+"""Operand and parameter order of package {title}.
 
 NNAPI operands of each operation: INPUTS in order, then PARAM_ORDER (as
 DEF_PACKAGE_PARAM_ORDER: a mandatory parameter must be given; an optional one
@@ -147,7 +195,7 @@ EXTENSION = {spec.extension_name!r}
 OPERATIONS = {[op.name for op in spec.ops]!r}  # operation k = (prefix << 16) | k
 INPUTS = {inputs!r}
 OUTPUTS = {outputs!r}
-PARAM_ORDER = {order!r}
+PARAM_ORDER = {_default_text(order)}
 
 
 def bind_params(op, given):

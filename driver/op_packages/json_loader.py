@@ -39,6 +39,10 @@ _TENSOR_KEYS = {"name", "data_type", "per_core_data_types", "static", "tensor_la
 _SCALAR_KEYS = {"name", "data_type", "default_value"}
 
 
+#: objects and arrays nested deeper than this are refused (the reader is recursive)
+MAX_NESTING = 200
+
+
 class LDict(dict):
     """A JSON object that remembers its line and each key's line."""
 
@@ -55,6 +59,7 @@ class _JsonReader:
         self.s = text
         self.i = 0
         self.source = source
+        self.depth = 0
 
     def line(self, pos: int | None = None) -> int:
         return self.s.count("\n", 0, self.i if pos is None else pos) + 1
@@ -72,10 +77,15 @@ class _JsonReader:
         if self.i >= len(self.s):
             raise self.fail("unexpected end of file")
         c = self.s[self.i]
-        if c == "{":
-            return self.obj()
-        if c == "[":
-            return self.arr()
+        if c in "{[":
+            # recursive descent: bound the nesting before Python's recursion limit does
+            self.depth += 1
+            if self.depth > MAX_NESTING:
+                raise self.fail(f"nested more than {MAX_NESTING} levels deep")
+            try:
+                return self.obj() if c == "{" else self.arr()
+            finally:
+                self.depth -= 1
         if c == '"':
             return self.string()
         for word, val in (("true", True), ("false", False), ("null", None)):
@@ -104,7 +114,12 @@ class _JsonReader:
                 k -= 1
             self.i = j + 1
             if (j - 1 - k) % 2 == 0:
-                return json.loads(self.s[start : self.i])
+                try:
+                    return json.loads(self.s[start : self.i])
+                except ValueError as exc:  # control characters, bad escapes
+                    bad = self.line(start + getattr(exc, "pos", 0))
+                    self.i = start
+                    raise ConfigError(self.source, bad, "JSON", f"bad string: {exc.msg}") from None
 
     def obj(self) -> LDict:
         out = LDict()

@@ -122,7 +122,11 @@ def _validate(kind: Kind) -> Callable[[OpContext], HalVersion | None]:
         primary = ctx.primary_type
         if primary in QUANT8 and scales is None:
             check_bias_scale(ctx)
-        read_params(ctx, where, kind.signature)
+        params = read_params(ctx, where, kind.signature)
+        # the channel rules here too: binding a constant filter at prepare relies on them
+        _, _, _, c = nhwc_dims(ctx.inputs[0].dimensions, params.nchw) or (0, 0, 0, 0)
+        b_len = (ctx.inputs[2].dimensions or (0,))[0]
+        channels(kind, params, c, ctx.inputs[1].dimensions or (0, 0, 0, 0), b_len, ctx.fail)
         version = None
         if scales is not None or "layout" in where or "dilation_width" in where:
             version = _V.V1_2
@@ -144,6 +148,11 @@ def channels(kind: Kind, params: Params, x_c: int, w_shape, b_len: int, fail) ->
             raise fail(f"input 1 (filter) has {o} on axis 0; a depthwise filter has 1")
         out_c = w_c
         m = params.extra["depth_multiplier"]
+        if m <= 0 or w_c % m:
+            raise fail(
+                f"depth_multiplier is {m}; it must be > 0 and divide the filter's output"
+                f" channels ({w_c})"
+            )
         if x_c and w_c and x_c * m != w_c:
             raise fail(
                 f"input 1 (filter) has {w_c} output channels (axis 3); it must be input channels"
@@ -152,6 +161,8 @@ def channels(kind: Kind, params: Params, x_c: int, w_shape, b_len: int, fail) ->
     elif kind is GROUPED:
         out_c = o
         groups = params.extra["groups"]
+        if groups <= 0:
+            raise fail(f"groups is {groups}; it must be > 0")
         if x_c and w_c and w_c * groups != x_c:
             raise fail(
                 f"input 1 (filter) has {w_c} channels per group (axis 3); times groups "

@@ -22,6 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from nnhal.errors import InvalidArgument
 from nnhal.types import OPERAND_TYPE_INFO, FusedActivationFunc
 
 f32 = np.float32
@@ -75,6 +76,12 @@ def quantize_multiplier(real: float) -> tuple[int, int]:
     """
     if real == 0.0:
         return 0, 0
+    if not math.isfinite(real):
+        # extreme scales (e.g. 3.4e38 * 2) overflow float: there is no rescale to apply
+        raise InvalidArgument(
+            f"the operands' quantization scales give a rescale multiplier of {real};"
+            " it must be finite"
+        )
     q, exponent = math.frexp(real)
     fixed = round_half_away(q * (1 << 31))
     if fixed == 1 << 31:

@@ -354,6 +354,10 @@ class _QParams:
         ]
         self.cell_shift = cell_shift
         hidden_scale = float(f32(ctx.scalar(HIDDEN_SCALE)))
+        if not hidden_scale > 0:  # validation allows 0; the hidden state divides by it
+            raise runtime_failure(
+                ctx, f"input {HIDDEN_SCALE} (hidden state scale) is {hidden_scale}; it must be > 0"
+            )
         self.hidden_zp = int(fx.wrap(np.asarray(int(ctx.scalar(HIDDEN_ZP)), i64), 8))
         self.hidden = _multiplier(
             ctx, float(f32(2.0**-15 / hidden_scale * 2.0**-15)), "the hidden state"

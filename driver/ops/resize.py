@@ -17,6 +17,7 @@ quantization.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -50,9 +51,9 @@ class _Params:
         self.by_scale = width.type != _T.INT32
         self.width, self.height = ctx.scalar(1), ctx.scalar(2)
         for index, name, value in ((1, "width", self.width), (2, "height", self.height)):
-            if not value > 0:
-                what = "scale" if self.by_scale else "size"
-                raise ctx.fail(f"input {index} ({name}) is {value}; the output {what} must be > 0")
+            if not value > 0 or (self.by_scale and not math.isfinite(value)):
+                what = "scale must be finite and" if self.by_scale else "size must be"
+                raise ctx.fail(f"input {index} ({name}) is {value}; the output {what} > 0")
         flags = [bool(ctx.scalar(i, False)) for i in (3, 4, 5)]
         self.nchw, self.align_corners, self.half_pixel = flags
         if self.align_corners and self.half_pixel:

@@ -414,6 +414,15 @@ def _bidi_execute(ctx: OpContext) -> Callable[..., np.ndarray | tuple]:
         fw_pre = _projection(x, t_of(1, fw_w), const_b[3] if const_b[3] is not None else fw_b)
         bw_pre = _projection(bw_x, t_of(5, bw_w), const_b[7] if const_b[7] is not None else bw_b)
         if mode == "cross linking":
+            for index, aw, w in ((10, fw_aw, fw_w), (11, bw_aw, bw_w)):
+                want = (np.shape(w)[0], aux.shape[2])  # (units, aux_input_size)
+                if tuple(np.shape(aw)) != want:
+                    raise runtime_failure(
+                        ctx,
+                        f"input {index} ({'fw' if index == 10 else 'bw'}_aux_weights) has shape"
+                        f" {list(np.shape(aw))}; with input 9 of shape {list(aux.shape)} it must"
+                        f" be {list(want)}",
+                    )
             fw_pre += aux @ t_of(10, fw_aw)
             bw_pre += aux @ t_of(11, bw_aw)
         fw_units, bw_units = fw_pre.shape[2], bw_pre.shape[2]
