@@ -55,7 +55,9 @@ class DeviceHealth(hgrpc.HealthServicer):
         """Every service name's status now."""
         if self._closing.is_set():
             return {name: NOT_SERVING for name in ("", *self._states)}
-        devices = {name: SERVING if _device_serving(s) else NOT_SERVING for name, s in self._states.items()}
+        devices = {
+            name: SERVING if _device_serving(s) else NOT_SERVING for name, s in self._states.items()
+        }
         overall = SERVING if SERVING in devices.values() else NOT_SERVING
         return {"": overall, **devices}
 
@@ -75,9 +77,7 @@ class DeviceHealth(hgrpc.HealthServicer):
         return hpb.HealthCheckResponse(status=status)
 
     def List(self, request: Any, context: grpc.ServicerContext) -> Any:
-        statuses = {
-            name: hpb.HealthCheckResponse(status=s) for name, s in self.statuses().items()
-        }
+        statuses = {name: hpb.HealthCheckResponse(status=s) for name, s in self.statuses().items()}
         return hpb.HealthListResponse(statuses=statuses)
 
     def Watch(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:

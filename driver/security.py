@@ -70,7 +70,9 @@ def read_tokens(path: str) -> tuple[str, ...]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"cannot read the token file {path}: {exc}") from None
     tokens = tuple(
-        line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")
+        line.strip()
+        for line in text.splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
     )
     if not tokens:
         raise ValueError(f"the token file {path} holds no token")

@@ -243,6 +243,7 @@ def serve_forever(
     *,
     grace: float = 2.0,
     on_ready: Callable[[str], None] | None = None,
+    security: Any = None,
 ) -> None:
     """Serve until SIGINT or SIGTERM, then stop cleanly.
 
@@ -250,7 +251,7 @@ def serve_forever(
     calls. Signal handlers are only installed from the main thread (elsewhere
     the call serves until the process ends); the previous ones are restored.
     """
-    server, bound = create_server(devices, address, max_workers)
+    server, bound = create_server(devices, address, max_workers, security=security)
     stop = threading.Event()
 
     def request_stop(signum: int, frame: Any) -> None:

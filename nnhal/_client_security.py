@@ -122,7 +122,9 @@ class ClientSecurity:
         if (self.cert_chain is None) != (self.private_key is None):
             raise ValueError("a client certificate needs both --tls-cert and --tls-key")
         if self.token is not None and (
-            not self.token or any(c in self.token for c in "\r\n\0") or self.token != self.token.strip()
+            not self.token
+            or any(c in self.token for c in "\r\n\0")
+            or self.token != self.token.strip()
         ):
             raise ValueError("the token must be one line without surrounding whitespace")
 
