@@ -169,10 +169,12 @@ def _rebuild(handler: Any, behavior: Callable) -> Any:
 class CallGuard(grpc.ServerInterceptor):
     """Token check, calls-in-flight count and caller locality for every call."""
 
-    def __init__(self, tokens: Sequence[str] = ()) -> None:
+    def __init__(self, tokens: Sequence[str] = (), exposed: bool = True) -> None:
         self._tokens = tuple(f"Bearer {t}".encode() for t in tokens)
+        self._exposed = exposed  # on a loopback address every caller is local
         self._lock = threading.Lock()
         self._in_flight = 0
+        self._wrapped: dict[str, tuple[Any, Any]] = {}  # method -> (handler, its wrapper)
 
     @property
     def in_flight(self) -> int:
@@ -212,20 +214,29 @@ class CallGuard(grpc.ServerInterceptor):
             if why is not None:
                 log.info("refused %s: %s", method, why)
                 return _rebuild(handler, _Abort(grpc.StatusCode.UNAUTHENTICATED, why))
+        cached = self._wrapped.get(method)
+        if cached is not None and cached[0] is handler:
+            return cached[1]
         behavior = _behavior(handler)
         if handler.response_streaming:
-            return _rebuild(handler, self._streaming(behavior, method))
-        return _rebuild(handler, self._unary(behavior, method))
+            wrapped = _rebuild(handler, self._streaming(behavior, method))
+        else:
+            wrapped = _rebuild(handler, self._unary(behavior, method))
+        self._wrapped[method] = (handler, wrapped)
+        return wrapped
 
-    def _enter(self, method: str, context: Any) -> contextvars.Token:
+    def _enter(self, method: str, context: Any) -> contextvars.Token | None:
         with self._lock:
             self._in_flight += 1
-        peer = context.peer()
-        log.debug("call %s from %s", method, peer)
-        return _CALL_IS_LOCAL.set(peer_is_local(peer))
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("call %s from %s", method, context.peer())
+        if not self._exposed:
+            return None
+        return _CALL_IS_LOCAL.set(peer_is_local(context.peer()))
 
-    def _leave(self, mark: contextvars.Token) -> None:
-        _CALL_IS_LOCAL.reset(mark)
+    def _leave(self, mark: contextvars.Token | None) -> None:
+        if mark is not None:
+            _CALL_IS_LOCAL.reset(mark)
         with self._lock:
             self._in_flight -= 1
 
@@ -259,7 +270,7 @@ class Guard:
         self.security = security or ServerSecurity()
         self.exposed = not is_loopback_host(host)
         check_exposure(host, self.security)
-        self.calls = CallGuard(self.security.tokens)
+        self.calls = CallGuard(self.security.tokens, self.exposed)
         self.interceptors = [self.calls]
         self.health: Any = None
         self._states = states

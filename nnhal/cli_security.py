@@ -133,8 +133,16 @@ def serve(devices: Sequence[Any], address: str, args: argparse.Namespace, label:
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
-        scheme = "TLS" if security.tls else "plaintext"
-        print(f"nnhal: serving device {label} on {bound} ({scheme})", flush=True)
+        print(f"nnhal: serving device {label} on {bound}", flush=True)  # parsed: keep the form
+        if security.tls or security.tokens:
+            extras = [
+                "TLS" if security.tls else "",
+                "client certificates" if security.client_ca else "",
+            ]
+            extras.append("bearer token" if security.tokens else "")
+            print(
+                f"nnhal: requiring {', '.join(e for e in extras if e)}", file=sys.stderr, flush=True
+            )
         while not stop.wait(0.5):
             pass
         return _drain(server, args.grace, signals, lambda: close_devices(devices))
