@@ -399,3 +399,46 @@ def test_health_statuses_follow_devices(tmp_path) -> None:
             assert list(watch) == []
     finally:
         server.stop(None).wait()
+
+
+# ---------------------------------------------------------------------------
+# The command line's client options
+# ---------------------------------------------------------------------------
+
+
+def test_cli_clients_with_tls_and_token(pki, tmp_path, capsys, monkeypatch) -> None:
+    import json
+
+    from test_cli import write_model
+
+    from nnhal.cli import main
+
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    security = ServerSecurity.from_files(
+        tls_cert=pki["server_cert"], tls_key=pki["server_key"], token_file=str(token_file)
+    )
+    server, address = serve(security)
+    a = np.array([1, 2, 3], np.float32)
+    model = write_model(tmp_path / "add.json", add_model(), name="add", inputs=[a, a])
+    tls = ["--tls-ca", pki["ca"]]
+    try:
+        assert (
+            main(["run", str(model), "--target", address, *tls, "--token-file", str(token_file)])
+            == 0
+        )
+        assert json.loads(capsys.readouterr().out)["outputs"] == [(a + a).tolist()]
+        assert main(["devices", address, *tls, "--token", TOKEN]) == 0
+        assert json.loads(capsys.readouterr().out)[0]["name"] == "default"
+        monkeypatch.setenv("NNHAL_TOKEN", TOKEN)  # the environment, when no option is given
+        assert main(["faults", address, "--offline", *tls]) == 0
+        assert json.loads(capsys.readouterr().out) == {"offline": True}
+        monkeypatch.delenv("NNHAL_TOKEN")
+        assert main(["run", str(model), "--target", address, *tls, "--connect-timeout", "5"]) == 1
+        assert "UNAUTHENTICATED" in capsys.readouterr().err
+        assert main(["trace", address, *tls]) == 1
+        assert "UNAUTHENTICATED" in capsys.readouterr().err
+        assert main(["devices", address, "--token-file", str(tmp_path / "missing")]) == 2
+        assert "cannot read the token file" in capsys.readouterr().err
+    finally:
+        server.stop(None).wait()
