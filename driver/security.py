@@ -235,10 +235,13 @@ class CallGuard(grpc.ServerInterceptor):
         return _CALL_IS_LOCAL.set(peer_is_local(context.peer()))
 
     def _leave(self, mark: contextvars.Token | None) -> None:
-        if mark is not None:
-            _CALL_IS_LOCAL.reset(mark)
         with self._lock:
             self._in_flight -= 1
+        if mark is not None:
+            try:
+                _CALL_IS_LOCAL.reset(mark)
+            except ValueError:  # a stream closed by the garbage collector on another thread
+                pass
 
     def _unary(self, behavior: Callable, method: str) -> Callable:
         def call(request: Any, context: Any) -> Any:

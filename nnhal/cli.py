@@ -3,6 +3,8 @@
 Subcommands::
 
     nnhal serve     [--address HOST:PORT] [--profile NAME|PATH] [--limit KEY=VALUE]
+                    [--tls-cert F --tls-key F [--tls-client-ca F]] [--token-file F]
+                    [--allow-insecure] [--grace S]
     nnhal supported MODEL [--name NAME] [--target ADDR] [--profile ...]
     nnhal run       MODEL [--name NAME] [--inputs FILE.npz] [--loop-timeout-ms N]
                     [--deadline-ms N] [--target ADDR] [--profile ...]
