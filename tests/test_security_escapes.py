@@ -225,6 +225,17 @@ def test_bad_segment_names_are_refused(client_device, name) -> None:
         prepared.release()
 
 
+def test_bad_segment_name_in_a_burst_slot(client_device) -> None:
+    prepared = client_device.prepareModel_1_3(add_model())
+    try:
+        with prepared.burst() as burst:
+            with pytest.raises(InvalidArgument, match="not a segment name"):
+                burst.register(SharedMemory(name="../../dev/shm/other", size=24))
+            np.testing.assert_array_equal(burst.execute([X]).outputs[0], X + [10, 20, 30])
+    finally:
+        prepared.release()
+
+
 def test_bad_segment_name_in_a_model_pool(client_device) -> None:
     import dataclasses
 
@@ -281,6 +292,16 @@ def test_remote_caller_end_to_end(tmp_path) -> None:
             with pytest.raises(InvalidArgument, match="need a client on the server's host"):
                 prepared.execute([X], memory="shared")
             np.testing.assert_array_equal(prepared.execute([X]).outputs[0], X + [10, 20, 30])
+            segment = shared_memory.SharedMemory(create=True, size=24)
+            try:  # a burst attaches segments in its stream: refused there too
+                with prepared.burst() as burst:
+                    with pytest.raises(InvalidArgument, match="need a client on the server's"):
+                        burst.register(SharedMemory(name=segment.name, size=24))
+                    out = burst.execute([X]).outputs[0]
+                    np.testing.assert_array_equal(out, X + [10, 20, 30])
+            finally:
+                segment.close()
+                segment.unlink()
     finally:
         server.stop(None).wait()
 
