@@ -19,8 +19,10 @@ options (``--tls-ca``, ``--tls-cert``, ``--tls-key``, ``--tls-server-name``,
 ``--token``, ``--token-file``) and ``from_args`` reads them, options winning over
 the environment. ``open_channel`` is the one place a client channel is made.
 
-A token is never sent in clear text to a host that is not loopback:
-``open_channel`` refuses (ValueError) rather than leak it.
+The token travels as gRPC call credentials (``authorization: Bearer``): over
+TLS, or over gRPC's "local" credentials on a loopback address or unix socket.
+It is never sent in clear text to a host that is not loopback: ``open_channel``
+refuses (ValueError) rather than leak it.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import argparse
 import ipaddress
 import os
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -192,33 +194,6 @@ def security_parent() -> argparse.ArgumentParser:
     return parent
 
 
-class _TokenHeader(
-    grpc.UnaryUnaryClientInterceptor,
-    grpc.UnaryStreamClientInterceptor,
-    grpc.StreamUnaryClientInterceptor,
-    grpc.StreamStreamClientInterceptor,
-):
-    """Adds ``authorization: Bearer <token>`` to every call of a channel."""
-
-    def __init__(self, token: str) -> None:
-        self._entry = (AUTH_HEADER, f"Bearer {token}")
-
-    def _details(self, details: Any) -> Any:
-        return details._replace(metadata=[*(details.metadata or ()), self._entry])
-
-    def intercept_unary_unary(self, continuation: Callable, details: Any, request: Any) -> Any:
-        return continuation(self._details(details), request)
-
-    def intercept_unary_stream(self, continuation: Callable, details: Any, request: Any) -> Any:
-        return continuation(self._details(details), request)
-
-    def intercept_stream_unary(self, continuation: Callable, details: Any, it: Any) -> Any:
-        return continuation(self._details(details), it)
-
-    def intercept_stream_stream(self, continuation: Callable, details: Any, it: Any) -> Any:
-        return continuation(self._details(details), it)
-
-
 def open_channel(
     address: str,
     options: Sequence[tuple[str, Any]] = (),
@@ -236,14 +211,23 @@ def open_channel(
         )
         if security.server_name:
             options.append(("grpc.ssl_target_name_override", security.server_name))
-        channel = grpc.secure_channel(address, credentials, options=options)
-    else:
-        if security.token and not is_loopback_host(split_host(address)):
+    elif security.token:
+        host = split_host(address)
+        if not is_loopback_host(host):
             raise ValueError(
                 f"refusing to send the bearer token in clear text to {address}: that is not a "
                 "loopback address; connect with TLS (--tls-ca FILE)"
             )
-        channel = grpc.insecure_channel(address, options=options)
+        # gRPC sends call credentials only over a channel it deems secure: "local"
+        # credentials are that for loopback TCP and unix sockets (checked by gRPC too).
+        kind = (
+            grpc.LocalConnectionType.UDS if host == "unix" else grpc.LocalConnectionType.LOCAL_TCP
+        )
+        credentials = grpc.local_channel_credentials(kind)
+    else:
+        return grpc.insecure_channel(address, options=options)
     if security.token:
-        channel = grpc.intercept_channel(channel, _TokenHeader(security.token))
-    return channel
+        # call credentials, not a channel interceptor (see nnhal.control.MetadataStub)
+        token = grpc.access_token_call_credentials(security.token)
+        credentials = grpc.composite_channel_credentials(credentials, token)
+    return grpc.secure_channel(address, credentials, options=options)
