@@ -9,6 +9,7 @@ for ``GATE.release``.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -158,7 +159,9 @@ def test_sigterm_lets_the_execution_in_flight_finish(start) -> None:
         assert next(watch).status == hpb.HealthCheckResponse.SERVING
         server.proc.send_signal(signal.SIGTERM)
         line = server.wait_for_line("shutting down")
-        assert "SIGTERM" in line and "1 call(s) in flight" in line, line
+        # the execution, and maybe a session keepAlive of the client at that moment
+        in_flight = int(re.search(r"(\d+) call\(s\) in flight", line).group(1))
+        assert "SIGTERM" in line and in_flight >= 1, line
         assert next(watch).status == hpb.HealthCheckResponse.NOT_SERVING
         # the execution is held at its gate, so the server is certainly still draining
         assert thread.is_alive() and server.proc.poll() is None
