@@ -82,12 +82,15 @@ class DeviceHealth(hgrpc.HealthServicer):
 
     def Watch(self, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
         last = None
-        while context.is_active():
+        while True:
+            # read before the status: if the shutdown starts after this, the next round
+            # (which does not wait) still sends NOT_SERVING before the stream ends
+            closing = self._closing.is_set()
             status = self.status(request.service)
             status = SERVICE_UNKNOWN if status is None else status
             if status != last:
                 yield hpb.HealthCheckResponse(status=status)
                 last = status
-            if self._closing.is_set():
+            if closing or not context.is_active():
                 return
             self._closing.wait(self._poll_s)
