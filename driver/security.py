@@ -25,7 +25,6 @@ import contextvars
 import hmac
 import ipaddress
 import logging
-import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -364,7 +363,3 @@ class GuardedServer(grpc.Server):
     def __getattr__(self, name: str) -> Any:
         return getattr(self._server, name)
 
-
-def environ_token_file() -> str | None:
-    """``NNHAL_SERVE_TOKEN_FILE``: the default of ``nnhal serve --token-file``."""
-    return os.environ.get("NNHAL_SERVE_TOKEN_FILE") or None

@@ -85,6 +85,7 @@ def _device(args: argparse.Namespace) -> AbstractContextManager[Any]:
             timeout=args.connect_timeout,
             security=_security().client_security(args),
         )
+    _security().check_local(args)  # --tls-*/--token mean nothing without --target
     _load_profile(args.profile)  # fail early, with the profile's own message
     return local_device(args.profile)
 

@@ -89,6 +89,23 @@ def client_security(args: argparse.Namespace) -> Any:
         raise CliError(str(exc), EXIT_USAGE) from None
 
 
+def check_local(args: argparse.Namespace) -> None:
+    """A usage error when connection options come without ``--target``."""
+    from nnhal.cli import EXIT_USAGE, CliError
+
+    given = [
+        f"--{name.replace('_', '-')}"
+        for name in ("tls_ca", "tls_cert", "tls_key", "tls_server_name", "token", "token_file")
+        if getattr(args, name, None)
+    ]
+    if given:
+        raise CliError(
+            f"{', '.join(given)} configure the connection to --target; without --target the "
+            "driver runs in this process",
+            EXIT_USAGE,
+        )
+
+
 def server_security(args: argparse.Namespace) -> Any:
     from driver.security import ServerSecurity
     from nnhal.cli import EXIT_USAGE, CliError

@@ -440,5 +440,7 @@ def test_cli_clients_with_tls_and_token(pki, tmp_path, capsys, monkeypatch) -> N
         assert "UNAUTHENTICATED" in capsys.readouterr().err
         assert main(["devices", address, "--token-file", str(tmp_path / "missing")]) == 2
         assert "cannot read the token file" in capsys.readouterr().err
+        assert main(["run", str(model), "--token", TOKEN]) == 2  # no --target: no connection
+        assert "--token configure the connection to --target" in capsys.readouterr().err
     finally:
         server.stop(None).wait()
