@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 DEFAULT_GRACE = 10.0
+_PATHS = frozenset({"tls_ca", "tls_cert", "tls_key", "token_file"})
 
 
 def add_serve_options(p: argparse.ArgumentParser) -> None:
@@ -87,6 +88,21 @@ def client_security(args: argparse.Namespace) -> Any:
         return ClientSecurity.from_args(args)
     except ValueError as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
+
+
+def export_client_options(args: argparse.Namespace) -> None:
+    """Put the connection options given into the environment (``NNHAL_TLS_CA``, ...), for
+    client processes and every ``connect`` of this one; checked first."""
+    from nnhal._client_security import _ENV
+
+    client_security(args)  # readable files, one-line token: a usage error otherwise
+    for name, variable in _ENV.items():
+        value = getattr(args, name, None)
+        if value:  # paths made absolute: the client processes may run elsewhere
+            os.environ[variable] = os.path.abspath(value) if name in _PATHS else value
+    if getattr(args, "token", None) or getattr(args, "token_file", None):
+        # the option given wins over whichever form the environment had
+        os.environ.pop(_ENV["token_file" if args.token else "token"], None)
 
 
 def check_local(args: argparse.Namespace) -> None:

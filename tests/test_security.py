@@ -444,3 +444,31 @@ def test_cli_clients_with_tls_and_token(pki, tmp_path, capsys, monkeypatch) -> N
         assert "--token configure the connection to --target" in capsys.readouterr().err
     finally:
         server.stop(None).wait()
+
+
+def test_stress_and_resources_with_tls_and_token(pki, tmp_path, capsys, monkeypatch) -> None:
+    import json
+
+    from nnhal.cli import main
+
+    for variable in ("NNHAL_TOKEN", "NNHAL_TOKEN_FILE", "NNHAL_TLS_CA"):
+        monkeypatch.delenv(variable, raising=False)  # export_client_options sets them
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    security = ServerSecurity.from_files(
+        tls_cert=pki["server_cert"], tls_key=pki["server_key"], token_file=str(token_file)
+    )
+    server, address = serve(security)
+    tls = ["--tls-ca", pki["ca"]]
+    try:
+        assert main(["resources", address, *tls, "--token-file", str(token_file)]) == 0
+        assert "threads" in json.loads(capsys.readouterr().out)
+        assert main(["resources", address, *tls]) == 1
+        assert "UNAUTHENTICATED" in capsys.readouterr().err
+        args = ["--clients", "1", "--executions", "6", "--json", *tls]
+        code = main(["stress", address, *args, "--token-file", str(token_file)])
+        report = json.loads(capsys.readouterr().out)
+        assert report["unexpected"] == 0 and not report["client_errors"], report
+        assert code == 0
+    finally:
+        server.stop(None).wait()
