@@ -7,6 +7,7 @@ except where a test needs another address; certificates are made per module
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Iterator
 
@@ -452,7 +453,10 @@ def test_stress_and_resources_with_tls_and_token(pki, tmp_path, capsys, monkeypa
     from nnhal.cli import main
 
     for variable in ("NNHAL_TOKEN", "NNHAL_TOKEN_FILE", "NNHAL_TLS_CA"):
-        monkeypatch.delenv(variable, raising=False)  # export_client_options sets them
+        # export_client_options sets them in os.environ: set then delete, so that
+        # monkeypatch restores their absence after the test
+        monkeypatch.setenv(variable, "")
+        monkeypatch.delenv(variable)
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
     security = ServerSecurity.from_files(
@@ -472,3 +476,4 @@ def test_stress_and_resources_with_tls_and_token(pki, tmp_path, capsys, monkeypa
         assert code == 0
     finally:
         server.stop(None).wait()
+    assert os.environ["NNHAL_TLS_CA"] == os.path.abspath(pki["ca"])  # what the clients read
