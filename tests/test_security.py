@@ -232,6 +232,11 @@ def test_token_guards_control_and_streaming_calls(token_server) -> None:
             with pytest.raises(grpc.RpcError) as info:
                 list(stream)
             assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED
+        with prepared.burst() as burst:  # the client's own burst carries the token
+            x = np.array([1, 2, 3], np.float32)
+            np.testing.assert_array_equal(burst.execute([x, x]).outputs[0], x + x)
+        future = prepared.execute_async([x, x])  # and so do the async forms
+        np.testing.assert_array_equal(future.result(timeout=60).outputs[0], x + x)
         prepared.release()
 
 
