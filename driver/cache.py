@@ -38,6 +38,11 @@ When it is set, a preparation with a token and *no* cache handles stores the
 cache there as ``<token hex>.model`` / ``<token hex>.data``, and
 prepareModelFromCache_1_3 with a token and no handles loads from it (clients
 on another host can cache too). With handles, the handles win.
+
+Client-given cache files are opened by ``driver.cache_paths`` (regular files
+only, no final symbolic link); when ``allowed_roots`` is set (a server exposed
+beyond loopback, ``nnhal serve --cache-root``) they must lie inside those
+directories, else INVALID_ARGUMENT (loading) or no caching (saving).
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from driver.cache_paths import confine, open_cache_file
 from driver.limits import limits_of
 from nnhal import convert as cv
 from nnhal._proto.v1_3 import types_pb2 as tpb
@@ -164,6 +170,8 @@ class CompilationCache:
 
     def __init__(self, cache_dir: str | os.PathLike[str] | None = None) -> None:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else None
+        # where client-given cache files may be; None = anywhere (driver/cache_paths.py)
+        self.allowed_roots: tuple[str, ...] | None = None
         if self.cache_dir is not None:
             self.cache_dir.mkdir(parents=True, exist_ok=True)
 
@@ -186,6 +194,9 @@ class CompilationCache:
             )
         (model_path,) = _single_paths(model_cache, NUM_MODEL_CACHE, f"{what}: modelCache")
         (data_path,) = _single_paths(data_cache, NUM_DATA_CACHE, f"{what}: dataCache")
+        if self.allowed_roots is not None:
+            model_path = confine(model_path, self.allowed_roots, f"{what}: modelCache")
+            data_path = confine(data_path, self.allowed_roots, f"{what}: dataCache")
         return model_path, data_path
 
     # -- saving ----------------------------------------------------------
@@ -217,8 +228,11 @@ class CompilationCache:
             for path, content in zip(paths, (model_bytes, data_bytes)):
                 # r+b: the client's file must exist and be writable (a read-only
                 # handle means "do not cache"); truncate before writing, as the HAL says.
-                mode = "wb" if server_side else "r+b"
-                with open(path, mode) as f:
+                with (
+                    open(path, "wb")
+                    if server_side
+                    else open_cache_file(path, "r+b", self.allowed_roots)
+                ) as f:
                     f.truncate(0)
                     f.write(content)
             return True
@@ -273,7 +287,8 @@ class CompilationCache:
         contents = []
         for path, what in zip(paths, ("model cache", "data cache")):
             try:
-                with open(path, "rb") as f:
+                roots = None if not model_cache else self.allowed_roots
+                with open_cache_file(path, "rb", roots) as f:
                     contents.append(f.read())
             except OSError as exc:
                 raise GeneralFailure(

@@ -4,7 +4,11 @@
   message (the service sends the new contents back when outputs live there).
 - ``SharedMemory``: the client's POSIX shared-memory segment, attached by name
   and mapped in place (zero copy, like the HAL's ashmem / mmap_fd pools).
-  The server never unlinks it: the segment belongs to the client.
+  The server never unlinks it: the segment belongs to the client. Its name
+  must be one portable file name (``check_segment_name``: letters, digits,
+  ``._-``, at most 255 bytes, an optional leading "/"), and a call from another
+  host may not name one at all (``driver.security.call_is_local``): a remote
+  client has no segment here, so whatever it names belongs to someone else.
 - ``TokenMemory``: driver-managed buffers (IDevice::allocate) are mapped by
   ``driver.buffers.TokenPools`` (checked against the buffer's roles) and
   handed to ``MappedPools`` as ``premapped`` views; a token reaching
@@ -19,6 +23,7 @@ keeps its CONSTANT_REFERENCE pools).
 from __future__ import annotations
 
 import logging
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from multiprocessing import resource_tracker
@@ -34,7 +39,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("nnhal.driver.memory")
 
-__all__ = ["MappedPools", "attach_shared_memory", "map_pool"]
+__all__ = ["MappedPools", "attach_shared_memory", "check_segment_name", "map_pool"]
+
+_SEGMENT_NAME = re.compile(r"/?[A-Za-z0-9._-]{1,255}")
 
 # Python 3.13 added SharedMemory(track=False); before it, attaching registers the
 # segment with this process's resource tracker, which would unlink the client's
@@ -53,10 +60,27 @@ def _open_segment(name: str) -> _shm.SharedMemory:
     return segment
 
 
-def attach_shared_memory(name: str, size: int) -> memoryview:
-    """Map ``size`` bytes of the client's segment ``name``; the view owns the mapping."""
+def check_segment_name(name: str) -> None:
+    """INVALID_ARGUMENT unless ``name`` may name a client's segment (module docstring)."""
+    from driver.security import call_is_local
+
     if not name:
         raise InvalidArgument("shared memory pool without a segment name")
+    if not _SEGMENT_NAME.fullmatch(name) or name.lstrip("/") in (".", ".."):
+        raise InvalidArgument(
+            f"shared memory {name[:80]!r}: not a segment name (one name of letters, digits, "
+            "'.', '_', '-', at most 255 characters, optionally after one '/')"
+        )
+    if not call_is_local():
+        raise InvalidArgument(
+            f"shared memory {name!r}: shared memory pools need a client on the server's host "
+            "(this call comes from another host); send the data inline"
+        )
+
+
+def attach_shared_memory(name: str, size: int) -> memoryview:
+    """Map ``size`` bytes of the client's segment ``name``; the view owns the mapping."""
+    check_segment_name(name)
     if size < 0:
         raise InvalidArgument(f"shared memory {name!r}: negative size {size}")
     try:

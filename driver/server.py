@@ -26,6 +26,7 @@ import grpc
 from driver._service_support import ServiceState
 from driver.faults import parse_toml
 from driver.limits import grpc_options
+from driver.security import Guard
 from driver.service import (
     BufferServicer,
     DeviceServicer,
@@ -169,10 +170,15 @@ def _split_address(address: str) -> tuple[str, str]:
 
 
 def create_server(
-    devices: Any, address: str = "127.0.0.1:0", max_workers: int = 16
+    devices: Any, address: str = "127.0.0.1:0", max_workers: int = 16, *, security: Any = None
 ) -> tuple[grpc.Server, str]:
     """Start a gRPC server for one device or a sequence of devices (names must differ);
-    returns it and the "host:port" actually bound."""
+    returns it and the "host:port" actually bound.
+
+    ``security``: a ``driver.security.ServerSecurity`` (TLS, tokens, ...); without TLS
+    an address that is not loopback is refused (ValueError) unless it allows insecure.
+    The server also serves grpc.health.v1.Health (``driver.health``).
+    """
     devices = list(devices) if isinstance(devices, Sequence) else [devices]
     if not devices:
         raise ValueError("no device to serve")
@@ -194,9 +200,11 @@ def create_server(
     host, port = _split_address(address)
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
+    guard = Guard(host, security, states)  # issue 10: exposure (driver/security.py)
     server = grpc.server(
         ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="nnhal-rpc"),
         options=grpc_options(devices),  # issue 10: the devices' max_message_bytes
+        interceptors=guard.interceptors,
     )
     for add, cls in (
         (dgrpc.add_IDeviceServicer_to_server, DeviceServicer),
@@ -208,15 +216,16 @@ def create_server(
         servicers = {name: cls(state) for name, state in states.items()}
         add(servicers[default] if len(states) == 1 else _Router(servicers, default), server)
     cgrpc.add_INnhalControlServicer_to_server(ControlServicer(states, sessions), server)
+    guard.add_services(server)
     try:
-        bound = server.add_insecure_port(f"{host}:{port}")
+        bound = guard.add_port(server, f"{host}:{port}")
     except RuntimeError as exc:
         raise OSError(f"cannot listen on {host}:{port}: {exc}") from exc
     if bound == 0:
         raise OSError(f"cannot listen on {host}:{port}")
     server.start()
     log.info("nnhal driver %s listening on %s:%d", ", ".join(states), host, bound)
-    return server, f"{host}:{bound}"
+    return guard.wrap(server), f"{host}:{bound}"
 
 
 def close_devices(devices: Any) -> None:
@@ -234,6 +243,7 @@ def serve_forever(
     *,
     grace: float = 2.0,
     on_ready: Callable[[str], None] | None = None,
+    security: Any = None,
 ) -> None:
     """Serve until SIGINT or SIGTERM, then stop cleanly.
 
@@ -241,7 +251,7 @@ def serve_forever(
     calls. Signal handlers are only installed from the main thread (elsewhere
     the call serves until the process ends); the previous ones are restored.
     """
-    server, bound = create_server(devices, address, max_workers)
+    server, bound = create_server(devices, address, max_workers, security=security)
     stop = threading.Event()
 
     def request_stop(signum: int, frame: Any) -> None:

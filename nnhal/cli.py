@@ -3,6 +3,8 @@
 Subcommands::
 
     nnhal serve     [--address HOST:PORT] [--profile NAME|PATH] [--limit KEY=VALUE]
+                    [--tls-cert F --tls-key F [--tls-client-ca F]] [--token-file F]
+                    [--allow-insecure] [--grace S]
     nnhal supported MODEL [--name NAME] [--target ADDR] [--profile ...]
     nnhal run       MODEL [--name NAME] [--inputs FILE.npz] [--loop-timeout-ms N]
                     [--deadline-ms N] [--target ADDR] [--profile ...]
@@ -31,9 +33,7 @@ import fnmatch
 import json
 import math
 import os
-import signal
 import sys
-import threading
 import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
@@ -80,7 +80,12 @@ def _device(args: argparse.Namespace) -> AbstractContextManager[Any]:
             )
         if args.connect_timeout <= 0:
             raise CliError("--connect-timeout must be > 0", EXIT_USAGE)
-        return connect_device(_check_address(args.target), timeout=args.connect_timeout)
+        return connect_device(
+            _check_address(args.target),
+            timeout=args.connect_timeout,
+            security=_security().client_security(args),
+        )
+    _security().check_local(args)  # --tls-*/--token mean nothing without --target
     _load_profile(args.profile)  # fail early, with the profile's own message
     return local_device(args.profile)
 
@@ -146,7 +151,6 @@ def _shapes_json(shapes: Sequence[Any]) -> list[dict]:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from driver.device import Device
-    from driver.service import create_server
 
     address = _check_address(args.address)
     # issue 8: --profile repeats (several devices), --cache-dir (nnhal/cli_trace.py)
@@ -162,29 +166,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for p in args.profile or [None]
     ]
     device = __import__("nnhal.cli_trace").cli_trace.configure_devices(devices, args)
-    try:
-        server, bound = create_server(devices, address)
-    except Exception as e:  # noqa: BLE001 - grpc reports a failed bind as RuntimeError
-        raise CliError(f"cannot listen on {address}: {e}") from None
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: Any) -> None:
-        stop.set()
-
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        print(f"nnhal: serving device {device} on {bound}", flush=True)
-        while not stop.wait(0.5):
-            pass
-        print("nnhal: shutting down", file=sys.stderr, flush=True)
-    finally:
-        server.stop(grace=2.0).wait()
-        from driver.server import close_devices  # issue 10: op-package worker processes
-
-        close_devices(devices)
-        for s, h in previous.items():
-            signal.signal(s, h)
-    return EXIT_OK
+    # issue 10: TLS, tokens, insecure exposure refused, graceful shutdown (nnhal/cli_security.py)
+    return _security().serve(devices, address, args, device)
 
 
 # --------------------------------------------------------------------------
@@ -432,6 +415,7 @@ def _add_device_args(p: argparse.ArgumentParser) -> None:
         metavar="NAME|PATH",
         help="device profile for the in-process driver (built-in name or TOML file)",
     )
+    _security().add_client_options(p)  # issue 10: --tls-ca, --token-file, ...
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -463,6 +447,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _oppkg().add_serve_options(p)
     __import__("nnhal.cli_trace").cli_trace.add_serve_options(p)  # issue 8: --cache-dir
+    _security().add_serve_options(p)  # issue 10: --tls-cert, --token-file, --grace, ...
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("supported", help="which main operations of a model the device supports")
@@ -584,6 +569,12 @@ def build_parser() -> argparse.ArgumentParser:
     __import__("nnhal.cli_trace").cli_trace.add_parsers(sub)  # issue 8: trace, devices, faults
     __import__("nnhal.cli_stress").cli_stress.add_parsers(sub)  # issue 10: stress, resources
     return parser
+
+
+def _security() -> Any:
+    import nnhal.cli_security
+
+    return nnhal.cli_security
 
 
 def _oppkg() -> Any:

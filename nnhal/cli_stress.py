@@ -71,10 +71,12 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--profile", help="profile of the own server (without ADDR)")
     p.add_argument("--device", default="", help="the device the clients use (default: the first)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    __import__("nnhal.cli_security").cli_security.add_client_options(p)  # issue 10: TLS, token
     p.set_defaults(func=cmd_stress)
 
     p = sub.add_parser("resources", help="a server's resources and live objects, as JSON")
     p.add_argument("address", metavar="ADDR", help="HOST:PORT of a running `nnhal serve`")
+    __import__("nnhal.cli_security").cli_security.add_client_options(p)  # issue 10: TLS, token
     p.set_defaults(func=cmd_resources)
 
 
@@ -106,6 +108,12 @@ def cmd_stress(args: argparse.Namespace) -> int:
 
     if args.address and args.profile:
         raise CliError("--profile is for the own server; it cannot go with ADDR", EXIT_USAGE)
+    from nnhal.cli_security import check_local, export_client_options
+
+    if args.address:  # the client processes read them from the environment (issue 10)
+        export_client_options(args)
+    else:
+        check_local(args)
     options = StressOptions(
         address=_check_address(args.address) if args.address else None,
         clients=args.clients,
@@ -139,6 +147,7 @@ def cmd_resources(args: argparse.Namespace) -> int:
     from nnhal.cli import _check_address
     from nnhal.cli_trace import _checked, _control, _print
 
-    with _control(_check_address(args.address)) as control:
+    _check_address(args.address)
+    with _control(args) as control:  # with --tls-*/--token (issue 10)
         _print(_checked(control.resource_usage))
     return 0

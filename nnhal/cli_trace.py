@@ -53,10 +53,12 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("address", metavar="ADDR", help="HOST:PORT of a running `nnhal serve`")
     p.add_argument("--device", default="", help="device name (default: the first)")
     p.add_argument("--clear", action="store_true", help="empty the trace after reading it")
+    _client_options(p)
     p.set_defaults(func=cmd_trace)
 
     p = sub.add_parser("devices", help="list the devices a server serves, as JSON")
     p.add_argument("address", metavar="ADDR", help="HOST:PORT of a running `nnhal serve`")
+    _client_options(p)
     p.set_defaults(func=cmd_devices)
 
     p = sub.add_parser("faults", help="change a served device's injected faults")
@@ -67,13 +69,21 @@ def add_parsers(sub: Any) -> None:
     group.add_argument("--clear", action="store_true", help="remove every fault")
     group.add_argument("--offline", action="store_true", help="take the device offline")
     group.add_argument("--online", action="store_true", help="bring the device back")
+    _client_options(p)
     p.set_defaults(func=cmd_faults)
 
 
-def _control(address: str) -> Any:
+def _client_options(p: argparse.ArgumentParser) -> None:
+    from nnhal.cli_security import add_client_options
+
+    add_client_options(p)  # issue 10: --tls-ca, --token-file, ...
+
+
+def _control(args: argparse.Namespace) -> Any:
+    from nnhal.cli_security import client_security
     from nnhal.control import Control
 
-    return Control(address)
+    return Control(args.address, security=client_security(args))
 
 
 def _print(doc: Any) -> None:
@@ -81,13 +91,13 @@ def _print(doc: Any) -> None:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    with _control(args.address) as control:
+    with _control(args) as control:
         _print(_checked(lambda: control.trace(args.device, clear=args.clear)))
     return 0
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
-    with _control(args.address) as control:
+    with _control(args) as control:
         _print(_checked(control.list_devices))
     return 0
 
@@ -95,7 +105,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
 def cmd_faults(args: argparse.Namespace) -> int:
     from nnhal.cli import EXIT_USAGE, CliError
 
-    with _control(args.address) as control:
+    with _control(args) as control:
         if args.offline or args.online:
             _checked(lambda: control.set_offline(args.offline, device=args.device))
             _print({"offline": bool(args.offline)})

@@ -185,15 +185,19 @@ def connect(
     *,
     session: bool = True,
     lease_s: float = DEFAULT_LEASE_S,
+    security: Any = None,
 ) -> Device:
     """Connect to the nnhal driver at "host:port"; DeviceUnavailable if it does not answer.
 
     ``device``: the name of one of the server's devices (``nnhal.control.list_devices``);
     default the first. ``session``: open a client session whose lease (``lease_s``) the
     Device renews in the background; without one, objects the client does not release
-    stay on the server until it stops.
+    stay on the server until it stops. ``security``: TLS and token
+    (``nnhal._client_security``; default from the environment, ``NNHAL_TOKEN``, ...).
     """
-    channel = grpc.insecure_channel(address, options=GRPC_OPTIONS)
+    from nnhal._client_security import open_channel
+
+    channel = open_channel(address, GRPC_OPTIONS, security)
     metadata = ((DEVICE_HEADER, device),) if device else ()
     # One real call (waiting for the connection up to the timeout) also checks that the
     # peer speaks this protocol. (grpc.channel_ready_future would make close() slow.)
@@ -207,6 +211,7 @@ def connect(
         channel.close()
         raise DeviceUnavailable(
             f"no nnhal driver answered at {address} within {timeout} s: {exc.code()}"
+            + (f" ({exc.details()})" if exc.code() == grpc.StatusCode.UNAUTHENTICATED else "")
         ) from None
     return Device(channel, address, session=opened, metadata=metadata)
 

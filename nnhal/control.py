@@ -117,9 +117,13 @@ def wait_fence(device: Any, fence: int, timeout_s: float = 0.0) -> str:
 class Control:
     """The INnhalControl service of a server at ``address`` (or on an existing channel)."""
 
-    def __init__(self, address: str | None = None, channel: grpc.Channel | None = None) -> None:
+    def __init__(
+        self, address: str | None = None, channel: grpc.Channel | None = None, security: Any = None
+    ) -> None:
+        from nnhal._client_security import open_channel  # TLS and token (default: environment)
+
         self._own = channel is None
-        self.channel = channel if channel is not None else grpc.insecure_channel(address or "")
+        self.channel = channel if channel is not None else open_channel(address or "", (), security)
         self.stub = cgrpc.INnhalControlStub(self.channel)
 
     def __enter__(self) -> Control:
@@ -173,8 +177,8 @@ class Control:
         return json.loads(reply.json)
 
 
-def list_devices(address: str) -> list[dict[str, Any]]:
-    with Control(address) as control:
+def list_devices(address: str, security: Any = None) -> list[dict[str, Any]]:
+    with Control(address, security=security) as control:
         return control.list_devices()
 
 

@@ -211,11 +211,11 @@ def write_report(path: str | Path, results: Iterable[VectorResult]) -> None:
 
 
 @contextmanager
-def connect_device(address: str, timeout: float = 10.0) -> Iterator[Any]:
-    """A client Device connected to ``address``, closed on exit."""
+def connect_device(address: str, timeout: float = 10.0, security: Any = None) -> Iterator[Any]:
+    """A client Device connected to ``address``, closed on exit (``security``: TLS, token)."""
     from nnhal.client import connect
 
-    dev = connect(address, timeout=timeout)
+    dev = connect(address, timeout=timeout, security=security)
     try:
         yield dev
     finally:

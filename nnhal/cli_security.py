@@ -1,0 +1,218 @@
+"""`nnhal serve`'s exposure options and its graceful shutdown; the client commands' security options.
+
+Server (``add_serve_options``, ``serve``):
+
+- ``--tls-cert FILE --tls-key FILE [--tls-client-ca FILE]``: TLS; with a client
+  CA every client must present a certificate it signed (mutual TLS);
+- ``--token-file FILE`` (default ``$NNHAL_SERVE_TOKEN_FILE``): every call needs
+  ``authorization: Bearer <one of the file's tokens>``;
+- ``--allow-insecure``: listen on an address that is not loopback without TLS
+  (refused otherwise, with a message);
+- ``--cache-root DIR`` (repeatable): client-given cache files must lie under
+  these directories (default: anywhere on a loopback address; under
+  ``--cache-dir`` only when exposed);
+- ``--grace SECONDS`` (default 10): on SIGTERM/SIGINT, new calls are refused at
+  once and calls in flight get this long to finish; a second signal stops at once;
+- ``--log-level LEVEL``: log the driver to stderr (``debug`` logs every call).
+
+Clients: ``add_client_options`` (``--tls-ca/--tls-cert/--tls-key/--tls-server-name/
+--token/--token-file``, environment ``NNHAL_TOKEN`` ...) and ``client_security``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+DEFAULT_GRACE = 10.0
+_PATHS = frozenset({"tls_ca", "tls_cert", "tls_key", "token_file"})
+
+
+def add_serve_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("exposure (see README, 'Exposing nnhal serve')")
+    g.add_argument("--tls-cert", metavar="FILE", help="PEM server certificate (chain): serve TLS")
+    g.add_argument("--tls-key", metavar="FILE", help="PEM key of --tls-cert")
+    g.add_argument(
+        "--tls-client-ca", metavar="FILE", help="PEM CA: require client certificates it signed"
+    )
+    g.add_argument(
+        "--token-file",
+        metavar="FILE",
+        default=os.environ.get("NNHAL_SERVE_TOKEN_FILE") or None,
+        help="bearer tokens, one per line: every call must carry one "
+        "(default $NNHAL_SERVE_TOKEN_FILE)",
+    )
+    g.add_argument(
+        "--allow-insecure",
+        action="store_true",
+        help="allow an address that is not loopback without TLS",
+    )
+    g.add_argument(
+        "--cache-root",
+        action="append",
+        metavar="DIR",
+        help="client-given cache files must lie under DIR (repeatable; default: anywhere on "
+        "loopback, only under --cache-dir when exposed)",
+    )
+    g.add_argument(
+        "--grace",
+        type=float,
+        default=DEFAULT_GRACE,
+        metavar="SECONDS",
+        help=f"on SIGTERM/SIGINT, time given to calls in flight (default {DEFAULT_GRACE:g})",
+    )
+    g.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        help="log the driver to stderr at this level (debug: every call)",
+    )
+
+
+def add_client_options(p: argparse.ArgumentParser) -> None:
+    from nnhal._client_security import add_arguments
+
+    add_arguments(p)
+
+
+def client_security(args: argparse.Namespace) -> Any:
+    from nnhal._client_security import ClientSecurity
+    from nnhal.cli import EXIT_USAGE, CliError
+
+    try:
+        return ClientSecurity.from_args(args)
+    except ValueError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+
+
+def export_client_options(args: argparse.Namespace) -> None:
+    """Put the connection options given into the environment (``NNHAL_TLS_CA``, ...), for
+    client processes and every ``connect`` of this one; checked first."""
+    from nnhal._client_security import _ENV
+
+    client_security(args)  # readable files, one-line token: a usage error otherwise
+    for name, variable in _ENV.items():
+        value = getattr(args, name, None)
+        if value:  # paths made absolute: the client processes may run elsewhere
+            os.environ[variable] = os.path.abspath(value) if name in _PATHS else value
+    if getattr(args, "token", None) or getattr(args, "token_file", None):
+        # the option given wins over whichever form the environment had
+        os.environ.pop(_ENV["token_file" if args.token else "token"], None)
+
+
+def check_local(args: argparse.Namespace) -> None:
+    """A usage error when connection options come without ``--target``."""
+    from nnhal.cli import EXIT_USAGE, CliError
+
+    given = [
+        f"--{name.replace('_', '-')}"
+        for name in ("tls_ca", "tls_cert", "tls_key", "tls_server_name", "token", "token_file")
+        if getattr(args, name, None)
+    ]
+    if given:
+        raise CliError(
+            f"{', '.join(given)} configure the connection to --target; without --target the "
+            "driver runs in this process",
+            EXIT_USAGE,
+        )
+
+
+def server_security(args: argparse.Namespace) -> Any:
+    from driver.security import ServerSecurity
+    from nnhal.cli import EXIT_USAGE, CliError
+
+    if args.grace < 0:
+        raise CliError("--grace must be >= 0", EXIT_USAGE)
+    try:
+        return ServerSecurity.from_files(
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+            tls_client_ca=args.tls_client_ca,
+            token_file=args.token_file,
+            allow_insecure=args.allow_insecure,
+            cache_roots=args.cache_root,
+        )
+    except ValueError as exc:
+        raise CliError(str(exc), EXIT_USAGE) from None
+
+
+def serve(devices: Sequence[Any], address: str, args: argparse.Namespace, label: str) -> int:
+    """Serve until SIGTERM/SIGINT, then drain: the body of ``nnhal serve``."""
+    from driver.server import close_devices, create_server
+    from nnhal.cli import EXIT_USAGE, CliError
+
+    if args.log_level:
+        logging.basicConfig(
+            level=args.log_level.upper(), format="nnhal: %(levelname)s %(name)s: %(message)s"
+        )
+    security = server_security(args)
+    try:
+        server, bound = create_server(devices, address, security=security)
+    except ValueError as exc:  # insecure exposure, a bad certificate...
+        raise CliError(str(exc), EXIT_USAGE) from None
+    except Exception as exc:  # noqa: BLE001 - grpc reports a failed bind as RuntimeError
+        raise CliError(f"cannot listen on {address}: {exc}") from None
+    signals: list[int] = []
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        signals.append(signum)
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        print(f"nnhal: serving device {label} on {bound}", flush=True)  # parsed: keep the form
+        if security.tls or security.tokens:
+            extras = [
+                "TLS" if security.tls else "",
+                "client certificates" if security.client_ca else "",
+            ]
+            extras.append("bearer token" if security.tokens else "")
+            print(
+                f"nnhal: requiring {', '.join(e for e in extras if e)}", file=sys.stderr, flush=True
+            )
+        while not stop.wait(0.5):
+            pass
+        return _drain(server, args.grace, signals, lambda: close_devices(devices))
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def _drain(server: Any, grace: float, signals: list[int], close: Any) -> int:
+    """Refuse new calls, give those in flight ``grace`` seconds, then stop; ``close``
+    stops what the devices run beside the server (op-package worker processes)."""
+    first = len(signals)
+    in_flight = server.in_flight
+    done = server.stop(grace)  # from here new calls are refused; health says NOT_SERVING
+    print(
+        f"nnhal: shutting down ({signal.Signals(signals[0]).name}): {in_flight} call(s) in "
+        f"flight, up to {grace:g} s to finish",
+        file=sys.stderr,
+        flush=True,
+    )
+    while not done.wait(0.2):
+        if len(signals) > first:  # a second signal: do not wait any longer
+            print("nnhal: second signal: stopping now", file=sys.stderr, flush=True)
+            server.stop(0).wait()
+            break
+    left = server.in_flight
+    if left:
+        # Their RPCs are cancelled; their threads would keep the process alive (the
+        # thread pool is joined at exit) until they end on their own, maybe never.
+        print(
+            f"nnhal: {left} call(s) still running after the grace period were cut off",
+            file=sys.stderr,
+            flush=True,
+        )
+        close()
+        sys.stdout.flush()
+        os._exit(0)
+    close()
+    print("nnhal: stopped", file=sys.stderr, flush=True)
+    return 0
