@@ -20,7 +20,7 @@ options (``--tls-ca``, ``--tls-cert``, ``--tls-key``, ``--tls-server-name``,
 the environment. ``open_channel`` is the one place a client channel is made.
 
 The token travels as ``authorization: Bearer`` metadata of every call made on
-the channel (``_TokenChannel``). It is never sent in clear text to a host that
+the channel (``nnhal._metadata.MetadataChannel``). It is never sent in clear text to a host that
 is not loopback: ``open_channel`` refuses (ValueError) rather than leak it.
 """
 
@@ -36,6 +36,8 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+
+from nnhal._metadata import with_metadata
 
 AUTH_HEADER = "authorization"
 
@@ -193,72 +195,6 @@ def security_parent() -> argparse.ArgumentParser:
     return parent
 
 
-class _WithToken:
-    """A multicallable whose every call also carries the token's metadata entry."""
-
-    def __init__(self, multicallable: Any, entry: tuple[str, str]) -> None:
-        self._call = multicallable
-        self._entry = entry
-
-    def _metadata(self, kwargs: dict[str, Any]) -> dict[str, Any]:
-        kwargs["metadata"] = (*(kwargs.get("metadata") or ()), self._entry)
-        return kwargs
-
-    def __call__(self, request: Any, *args: Any, **kwargs: Any) -> Any:
-        if args:  # positional timeout / metadata, as grpc allows
-            names = ("timeout", "metadata", "credentials", "wait_for_ready", "compression")
-            kwargs.update(zip(names, args))
-        return self._call(request, **self._metadata(kwargs))
-
-    def with_call(self, request: Any, **kwargs: Any) -> Any:
-        return self._call.with_call(request, **self._metadata(kwargs))
-
-    def future(self, request: Any, **kwargs: Any) -> Any:
-        return self._call.future(request, **self._metadata(kwargs))
-
-
-class _TokenChannel(grpc.Channel):
-    """A channel whose calls carry ``authorization: Bearer <token>``.
-
-    Neither gRPC call credentials (a Python metadata plugin: a thread hop that
-    costs ~0.6 ms per call) nor a channel interceptor (one multicallable made per
-    call, unsafe while another thread closes the channel; see
-    ``nnhal.control.MetadataStub``): the multicallables a stub makes once are
-    wrapped, and each call adds the entry to its metadata.
-    """
-
-    def __init__(self, channel: grpc.Channel, token: str) -> None:
-        self._channel = channel
-        self._entry = (AUTH_HEADER, f"Bearer {token}")
-
-    def unary_unary(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        return _WithToken(self._channel.unary_unary(method, *args, **kwargs), self._entry)
-
-    def unary_stream(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        return _WithToken(self._channel.unary_stream(method, *args, **kwargs), self._entry)
-
-    def stream_unary(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        return _WithToken(self._channel.stream_unary(method, *args, **kwargs), self._entry)
-
-    def stream_stream(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        return _WithToken(self._channel.stream_stream(method, *args, **kwargs), self._entry)
-
-    def subscribe(self, callback: Any, try_to_connect: bool = False) -> None:
-        self._channel.subscribe(callback, try_to_connect)
-
-    def unsubscribe(self, callback: Any) -> None:
-        self._channel.unsubscribe(callback)
-
-    def close(self) -> None:
-        self._channel.close()
-
-    def __enter__(self) -> _TokenChannel:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-
 def open_channel(
     address: str,
     options: Sequence[tuple[str, Any]] = (),
@@ -284,4 +220,5 @@ def open_channel(
                 "loopback address; connect with TLS (--tls-ca FILE)"
             )
         channel = grpc.insecure_channel(address, options=options)
-    return _TokenChannel(channel, security.token) if security.token else channel
+    token = ((AUTH_HEADER, f"Bearer {security.token}"),) if security.token else ()
+    return with_metadata(channel, token)

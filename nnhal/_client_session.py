@@ -63,7 +63,7 @@ class ClientSession:
 
     @property
     def header(self) -> tuple[str, str]:
-        """The metadata pair to send on every call (``nnhal.control.MetadataStub``)."""
+        """The metadata pair to send on every call (``nnhal._metadata``)."""
         return (SESSION_HEADER, self.id)
 
     def _renew(self, timeout: float, wait_for_ready: bool = False) -> float:

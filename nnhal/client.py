@@ -40,12 +40,13 @@ import numpy as np
 from nnhal import convert as cv
 from nnhal._client_io import IoPlan
 from nnhal._client_session import DEFAULT_LEASE_S, ClientSession, close_quietly
+from nnhal._metadata import with_metadata
 from nnhal._proto.v1_3 import device_pb2 as dpb
 from nnhal._proto.v1_3 import device_pb2_grpc as dgrpc
 from nnhal._proto.v1_3 import prepared_model_pb2 as ppb
 from nnhal._proto.v1_3 import prepared_model_pb2_grpc as pgrpc
 from nnhal._proto.v1_3 import types_pb2 as tpb
-from nnhal.control import DEVICE_HEADER, MetadataStub
+from nnhal.control import select_device
 from nnhal.errors import DeviceUnavailable, HalError, ResourceExhausted, error_from_status
 from nnhal.types import (
     NO_TIMING,
@@ -198,22 +199,25 @@ def connect(
     from nnhal._client_security import open_channel
 
     channel = open_channel(address, GRPC_OPTIONS, security)
-    metadata = ((DEVICE_HEADER, device),) if device else ()
+    if device:
+        channel = select_device(channel, device)
     # One real call (waiting for the connection up to the timeout) also checks that the
     # peer speaks this protocol. (grpc.channel_ready_future would make close() slow.)
     opened = None
     try:
         stub = dgrpc.IDeviceStub(channel)
-        stub.getStatus(dpb.DeviceQuery(), timeout=timeout, wait_for_ready=True, metadata=metadata)
+        stub.getStatus(dpb.DeviceQuery(), timeout=timeout, wait_for_ready=True)
         if session:
             opened = ClientSession.open(channel, lease_s, timeout)
+            if opened is not None:  # the session goes with every call as metadata
+                channel = with_metadata(channel, (opened.header,))
     except grpc.RpcError as exc:
         channel.close()
         raise DeviceUnavailable(
             f"no nnhal driver answered at {address} within {timeout} s: {exc.code()}"
             + (f" ({exc.details()})" if exc.code() == grpc.StatusCode.UNAUTHENTICATED else "")
         ) from None
-    return Device(channel, address, session=opened, metadata=metadata)
+    return Device(channel, address, session=opened)
 
 
 class Device:
@@ -224,7 +228,6 @@ class Device:
         channel: grpc.Channel,
         address: str = "",
         session: ClientSession | None = None,
-        metadata: Sequence[tuple[str, str]] = (),
     ) -> None:
         self.channel = channel
         self.address = address
@@ -237,17 +240,11 @@ class Device:
             # not at interpreter exit: an in-process server may be gone by then, and a
             # process that ends stops renewing, so its lease runs out anyway
             self._finalizer.atexit = False
-        # the device name and the session go with every call as metadata
-        headers = (*metadata, *((session.header,) if session is not None else ()))
-
-        def wrap(stub: Any) -> Any:
-            return MetadataStub(stub, headers) if headers else stub
-
-        self.stub = wrap(dgrpc.IDeviceStub(channel))
-        self.prepared_model_stub = wrap(pgrpc.IPreparedModelStub(channel))
-        self.buffer_stub = wrap(pgrpc.IBufferStub(channel))
-        self.callback_stub = wrap(pgrpc.IFencedExecutionCallbackStub(channel))
-        self.fence_stub = wrap(pgrpc.ISyncFenceStub(channel))
+        self.stub = dgrpc.IDeviceStub(channel)
+        self.prepared_model_stub = pgrpc.IPreparedModelStub(channel)
+        self.buffer_stub = pgrpc.IBufferStub(channel)
+        self.callback_stub = pgrpc.IFencedExecutionCallbackStub(channel)
+        self.fence_stub = pgrpc.ISyncFenceStub(channel)
         self._pool: ThreadPoolExecutor | None = None
         self._buffers: weakref.WeakSet[Buffer] = weakref.WeakSet()
         self._pool_lock = threading.Lock()

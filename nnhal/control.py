@@ -1,9 +1,8 @@
 """nnhal extensions for clients and app tests: device choice, sync fences, faults, trace.
 
 - ``select_device(channel, name)``: a channel whose every call carries the
-  gRPC metadata ``nnhal-device: name`` (``nnhal.client.connect(..., device=)``);
-  ``MetadataStub`` adds such keys per call instead (what ``nnhal.client.Device``
-  does, for ``nnhal-device`` and ``nnhal-session``).
+  gRPC metadata ``nnhal-device: name`` (``nnhal.client.connect(..., device=)``;
+  per-call metadata, ``nnhal._metadata``).
 - ``list_devices(address)``: the server's devices (name, version, type), like
   the Android service manager's listing.
 - ``create_fence`` / ``signal_fence`` / ``wait_fence``: client sync fences for
@@ -21,6 +20,7 @@ from typing import Any
 
 import grpc
 
+from nnhal._metadata import with_metadata
 from nnhal._proto.v1_3 import control_pb2 as cpb
 from nnhal._proto.v1_3 import control_pb2_grpc as cgrpc
 from nnhal._proto.v1_3 import prepared_model_pb2 as ppb
@@ -32,58 +32,9 @@ SESSION_HEADER = "nnhal-session"
 FENCE_STATES = {0: "ACTIVE", 1: "SIGNALED", 2: "ERROR"}
 
 
-class _Header(
-    grpc.UnaryUnaryClientInterceptor,
-    grpc.UnaryStreamClientInterceptor,
-    grpc.StreamUnaryClientInterceptor,
-    grpc.StreamStreamClientInterceptor,
-):
-    def __init__(self, key: str, value: str) -> None:
-        self.pair = (key, value)
-
-    def _details(self, details: Any) -> Any:
-        metadata = list(details.metadata or []) + [self.pair]
-        return details._replace(metadata=metadata)
-
-    def intercept_unary_unary(self, continuation: Callable, details: Any, request: Any) -> Any:
-        return continuation(self._details(details), request)
-
-    def intercept_unary_stream(self, continuation: Callable, details: Any, request: Any) -> Any:
-        return continuation(self._details(details), request)
-
-    def intercept_stream_unary(self, continuation: Callable, details: Any, it: Any) -> Any:
-        return continuation(self._details(details), it)
-
-    def intercept_stream_stream(self, continuation: Callable, details: Any, it: Any) -> Any:
-        return continuation(self._details(details), it)
-
-
 def select_device(channel: grpc.Channel, name: str) -> grpc.Channel:
-    """``channel`` with ``nnhal-device: name`` on every call (a channel interceptor)."""
-    return grpc.intercept_channel(channel, _Header(DEVICE_HEADER, name))
-
-
-class MetadataStub:
-    """A gRPC stub whose calls carry extra metadata (any call form: unary or streaming).
-
-    Per-call metadata rather than a channel interceptor: grpc's intercepted
-    channels create a multicallable per call, and one created while another
-    thread closes the channel can crash the process (seen with the conformance
-    runner, which closes the channel under calls it abandoned)."""
-
-    def __init__(self, stub: Any, metadata: tuple[tuple[str, str], ...]) -> None:
-        self.wrapped = stub
-        self._metadata = metadata
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self.wrapped, name)
-        extra = self._metadata
-
-        def call(request: Any, *args: Any, metadata: Any = None, **kwargs: Any) -> Any:
-            return method(request, *args, metadata=(*extra, *(metadata or ())), **kwargs)
-
-        setattr(self, name, call)  # bound once per method name
-        return call
+    """``channel`` with ``nnhal-device: name`` on every call."""
+    return with_metadata(channel, ((DEVICE_HEADER, name),))
 
 
 def _ok(reply: Any) -> Any:

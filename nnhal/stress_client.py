@@ -468,8 +468,8 @@ class Deadline:
 class _DeadlineStub:
     """A stub whose calls without a ``timeout`` get the client's current deadline (a burst:
     its whole stream), so that a server that stops answering ends the action with
-    DEVICE_UNAVAILABLE instead of hanging the run. (Per call, as nnhal.control.MetadataStub
-    does, rather than a channel interceptor.)"""
+    DEVICE_UNAVAILABLE instead of hanging the run. (Per call, as nnhal._metadata does,
+    rather than a channel interceptor.)"""
 
     def __init__(self, stub: Any, deadline: Deadline) -> None:
         self.wrapped = stub
