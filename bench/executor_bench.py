@@ -30,7 +30,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from driver.executor import compile_model
+from nnhal.driver.executor import compile_model
+
 from nnhal.builder import ModelBuilder
 from nnhal.types import Model, OperandType, OperationType
 

@@ -13,7 +13,7 @@ process and timed in interleaved rounds (median per full sequence):
 - ``numpy``: the same recurrence written directly: stacked gate weights,
   one ``x_t @ W + h @ R + b`` per step, sigmoid/tanh, in float32.
 
-The two models run through ``driver.executor.compile_model`` and
+The two models run through ``nnhal.driver.executor.compile_model`` and
 ``CompiledModel.run``; all three final hidden states are checked to agree.
 
 Usage: python bench/lstm_bench.py [--rounds N] [--steps T] [--threads K]
@@ -39,7 +39,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from driver.executor import compile_model
+from nnhal.driver.executor import compile_model
+
 from nnhal.builder import ModelBuilder
 from nnhal.types import Model, OperandType, OperationType
 

@@ -33,10 +33,11 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout
 
-from driver.device import Device
-from driver.op_packages.discovery import load_path
-from driver.profile import parse_profile
-from driver.service import create_server
+from nnhal.driver.device import Device
+from nnhal.driver.op_packages.discovery import load_path
+from nnhal.driver.profile import parse_profile
+from nnhal.driver.service import create_server
+
 from nnhal.builder import ModelBuilder
 from nnhal.client import connect
 from nnhal.types import OperandType as T

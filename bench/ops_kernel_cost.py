@@ -9,7 +9,7 @@ Three 1000-element float32 operations (issue 3's "kernel cost stays low"):
   ``np.ascontiguousarray(x.T)`` (the operation must materialise its result;
   ``x.T`` alone is a free view).
 
-Each model is compiled once with ``driver.executor.compile_model`` and timed
+Each model is compiled once with ``nnhal.driver.executor.compile_model`` and timed
 through ``CompiledModel.run`` (which includes the generated subgraph function,
 the floating-point state switch and the output list), and the bound kernel
 alone (the step's ``kernel``, called directly). Rounds are interleaved
@@ -34,8 +34,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from driver.executor import compile_model
-from driver.ops.registry import lookup
+from nnhal.driver.executor import compile_model
+from nnhal.driver.ops.registry import lookup
+
 from nnhal.builder import ModelBuilder
 from nnhal.types import Model, OperandType, OperationType
 

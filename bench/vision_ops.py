@@ -7,7 +7,7 @@ Three float32 models, each a single operation (the issue's benchmark):
 - MAX_POOL_2D: input 1x112x112x64, 2x2 window, stride 2, VALID.
 
 Filters and biases are constants. Each model is compiled once
-(``driver.executor.compile_model``) and timed with ``CompiledModel.run``.
+(``nnhal.driver.executor.compile_model``) and timed with ``CompiledModel.run``.
 When onnxruntime (and onnx) are installed, the equivalent ONNX node (Conv,
 Conv with group = channels, MaxPool; NCHW, ONNX's layout) runs in the same
 process on the same data, transposed to NCHW beforehand (not timed), with
@@ -43,7 +43,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from driver.executor import compile_model
+from nnhal.driver.executor import compile_model
+
 from nnhal.builder import ModelBuilder
 from nnhal.types import Model, OperandType, OperationType
 

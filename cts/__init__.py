@@ -1,7 +1,7 @@
 """The conformance suite: CTS/VTS-like tests for any driver that speaks nnhal's proto.
 
-Run it with ``nnhal cts [--target HOST:PORT]`` (``cts.cli``) or from Python
-with ``cts.suite.run_suite``. What lives where:
+Run it with ``nnhal cts [--target HOST:PORT]`` (``nnhal.cts.cli``) or from Python
+with ``nnhal.cts.suite.run_suite``. What lives where:
 
 - ``dsl``, ``specs/``, ``variations``: the spec DSL, the spec library (one
   module per operation family) and the variation expansion;

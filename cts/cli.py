@@ -1,9 +1,9 @@
 """``nnhal cts``: the conformance suite from the command line.
 
-``nnhal.cli`` owns the argument parser (so ``nnhal`` imports nothing from
+``nnhal.tools.cli`` owns the argument parser (so ``nnhal`` imports nothing from
 here until the subcommand runs) and calls ``run_cts(args, open_device)``
 with a function that connects to ``--target`` or starts the in-process
-driver. This module turns the arguments into a ``cts.suite.Config``, runs
+driver. This module turns the arguments into a ``nnhal.cts.suite.Config``, runs
 the suite, prints a line per failure (``FAILED <id>: <why>``), the
 per-family table and the summary line, and writes the JUnit XML, JSON and
 coverage files asked for. Exit status 1 when anything failed, timed out or
@@ -18,11 +18,11 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
-from cts.core import Outcome, Result
-from cts.families import DEFAULT_FAMILIES, FAMILIES
-from cts.report import coverage_table, family_table, summary_line, write_json, write_junit
-from cts.suite import Config, collect, run_suite
-from cts.target import Options
+from nnhal.cts.core import Outcome, Result
+from nnhal.cts.families import DEFAULT_FAMILIES, FAMILIES
+from nnhal.cts.report import coverage_table, family_table, summary_line, write_json, write_junit
+from nnhal.cts.suite import Config, collect, run_suite
+from nnhal.cts.target import Options
 
 __all__ = ["config_from_args", "run_cts"]
 

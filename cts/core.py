@@ -1,7 +1,7 @@
 """What every family shares: test cases, outcomes, and how a test says "no".
 
 A family's ``collect(target)`` returns ``TestCase`` objects; the runner
-(``cts.runner``) calls ``case.run(target)``. Inside a test:
+(``nnhal.cts.runner``) calls ``case.run(target)``. Inside a test:
 
 - ``skip(reason)`` (or ``raise Skip``): the target cannot run this (an
   operation reported unsupported, a capability it does not have). Skipped is

@@ -16,7 +16,7 @@ output values)::
 
 Specs are written in float32 (or in whatever types the operation needs);
 ``variations`` names the data-type variations that are valid for the
-operation (``cts.variations`` expands them: float16, relaxed, quant8_asymm,
+operation (``nnhal.cts.variations`` expands them: float16, relaxed, quant8_asymm,
 quant8_signed), and the graph variations (all tensors as inputs, all
 outputs as internal, dynamic output shapes) are added wherever they apply.
 Quantized variations take each float tensor's ``quant=(scale, zeroPoint)``

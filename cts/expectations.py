@@ -18,7 +18,7 @@ import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
 
-from cts.core import Outcome, Result
+from nnhal.cts.core import Outcome, Result
 
 __all__ = ["Expectation", "Expectations", "load_expectations"]
 

@@ -2,7 +2,7 @@
 
 Which invalid values each mutation uses, and the skip rules: combinations
 that are legitimately valid, so mutating them would not make a model
-invalid. Used by ``cts.mutations``; numbers in comments are the §5.4 items.
+invalid. Used by ``nnhal.cts.mutations``; numbers in comments are the §5.4 items.
 """
 
 from __future__ import annotations

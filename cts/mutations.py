@@ -22,7 +22,7 @@ Deliberate differences from VTS, all noted where they happen:
 - mutation 14 renumbers operand indexes after the removal, which is what VTS
   intends (its renumbering lambda decrements a copy and so changes nothing).
 
-Depends only on ``nnhal`` (and its tables in ``cts.mutation_tables``) so the
+Depends only on ``nnhal`` (and its tables in ``nnhal.cts.mutation_tables``) so the
 conformance suite can run it against any endpoint.
 """
 
@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
-from cts.mutation_tables import (
+from nnhal.cts.mutation_tables import (
     ADD_OPERATION_INPUT_SKIPS,
     INVALID_OPERAND_TYPES,
     INVALID_OPERATION_TYPES,
@@ -45,6 +45,7 @@ from cts.mutation_tables import (
     preference_mutations,
     priority_mutations,
 )
+
 from nnhal.types import (
     OPERAND_TYPE_INFO,
     DataLocation,

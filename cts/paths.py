@@ -26,8 +26,8 @@ from typing import Any
 
 import grpc
 import numpy as np
+from nnhal.cts.core import check, fail
 
-from cts.core import check, fail
 from nnhal import convert as cv
 from nnhal._client_io import IoPlan
 from nnhal._proto.v1_3 import prepared_model_pb2 as ppb

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from cts.core import Outcome, Result
+from nnhal.cts.core import Outcome, Result
 
 __all__ = [
     "coverage",

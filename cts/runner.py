@@ -27,8 +27,9 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from cts.core import Failure, Outcome, Result, Skip, TestCase
-from cts.expectations import Expectations
+from nnhal.cts.core import Failure, Outcome, Result, Skip, TestCase
+from nnhal.cts.expectations import Expectations
+
 from nnhal.errors import DeviceUnavailable, HalError
 
 __all__ = ["Runner"]

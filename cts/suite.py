@@ -6,7 +6,7 @@
 them against a connected client ``Device`` and returns a ``Report`` (every
 ``Result``, the families, the wall time, what the target said about
 itself). Tests of this project call ``run_suite`` directly against
-in-process servers; the CLI (``cts.cli``) adds connecting, printing and
+in-process servers; the CLI (``nnhal.cts.cli``) adds connecting, printing and
 report files.
 """
 
@@ -18,11 +18,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cts.core import Outcome, Result, TestCase
-from cts.expectations import Expectations, load_expectations
-from cts.families import DEFAULT_FAMILIES, FAMILIES, Library, family_module
-from cts.runner import Runner
-from cts.target import Options, Target
+from nnhal.cts.core import Outcome, Result, TestCase
+from nnhal.cts.expectations import Expectations, load_expectations
+from nnhal.cts.families import DEFAULT_FAMILIES, FAMILIES, Library, family_module
+from nnhal.cts.runner import Runner
+from nnhal.cts.target import Options, Target
 
 __all__ = ["Config", "Report", "collect", "run_suite"]
 

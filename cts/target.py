@@ -28,8 +28,8 @@ from typing import Any
 
 import grpc
 import numpy as np
+from nnhal.cts.core import fail, skip
 
-from cts.core import fail, skip
 from nnhal._proto.v1_3 import device_pb2 as dpb
 from nnhal.builder import ModelBuilder
 from nnhal.errors import DeviceUnavailable, HalError

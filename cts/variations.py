@@ -1,4 +1,4 @@
-"""Variation expansion: one spec (``cts.dsl``) -> many test models.
+"""Variation expansion: one spec (``nnhal.cts.dsl``) -> many test models.
 
 Data-type variations (the ones a spec lists):
 
@@ -35,8 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
-
-from cts.dsl import (
+from nnhal.cts.dsl import (
     CONST,
     INPUT,
     OUTPUT,
@@ -49,6 +48,7 @@ from cts.dsl import (
     SpecDef,
     SpecError,
 )
+
 from nnhal.builder import ModelBuilder
 from nnhal.types import OPERAND_TYPE_INFO, OperandLifeTime, OperandType, OperationType
 from nnhal.vectors import TestModel

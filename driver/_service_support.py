@@ -8,12 +8,12 @@
   with the exception named (traceback logged, the server keeps serving);
   timings are "not measured"; replies typed ``V1_0::ErrorStatus`` in the HAL
   downgrade the 1.3-only statuses to GENERAL_FAILURE. Before the call it
-  applies the device's injected faults and latency (``driver.faults``; the
+  applies the device's injected faults and latency (``nnhal.driver.faults``; the
   latency is also added to a measured Timing), after it records the call in
-  the device's trace (``driver.trace``).
+  the device's trace (``nnhal.driver.trace``).
 - ``ServiceState``: one device, its registries, faults and trace, and its
-  resource limits (``driver.limits``): per-client quotas of prepared models
-  and buffers, running executions (``driver.occupancy``). A model message
+  resource limits (``nnhal.driver.limits``): per-client quotas of prepared models
+  and buffers, running executions (``nnhal.driver.occupancy``). A model message
   over the size limits is refused before it is decoded; a MemoryError is
   RESOURCE_EXHAUSTED_TRANSIENT.
 """
@@ -30,13 +30,13 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 import grpc
+from nnhal.driver.faults import FaultSet, insufficient, model_operations
+from nnhal.driver.fences import Fence, FencedExecution
+from nnhal.driver.limits import check_model_size, limits_of, message_subgraphs
+from nnhal.driver.occupancy import ClientQuota, ExecutionSlots
+from nnhal.driver.sessions import SessionTable
+from nnhal.driver.trace import Trace, brief
 
-from driver.faults import FaultSet, insufficient, model_operations
-from driver.fences import Fence, FencedExecution
-from driver.limits import check_model_size, limits_of, message_subgraphs
-from driver.occupancy import ClientQuota, ExecutionSlots
-from driver.sessions import SessionTable
-from driver.trace import Trace, brief
 from nnhal import convert as cv
 from nnhal._proto.v1_3 import types_pb2 as tpb
 from nnhal.errors import HalError, InvalidArgument, OutputInsufficientSize, ResourceExhausted
@@ -68,7 +68,7 @@ T = TypeVar("T")
 
 class Registry(Generic[T]):
     """Objects named by uint64 ids > 0 (0 is null), each optionally owned by a client
-    session (``driver.sessions``). Thread-safe."""
+    session (``nnhal.driver.sessions``). Thread-safe."""
 
     def __init__(
         self,

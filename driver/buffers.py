@@ -28,7 +28,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from driver.limits import too_big
+from nnhal.driver.limits import too_big
+
 from nnhal.errors import GeneralFailure, InvalidArgument, ResourceExhausted
 from nnhal.types import (
     OPERAND_TYPE_INFO,
@@ -143,7 +144,7 @@ def allocate(
     limits: Any = None,
 ) -> ManagedBuffer:
     """validateMemoryDesc, then a new uninitialized buffer (HalError on failure);
-    ``limits`` (``driver.limits.Limits``): a buffer above max_tensor_bytes is
+    ``limits`` (``nnhal.driver.limits.Limits``): a buffer above max_tensor_bytes is
     RESOURCE_EXHAUSTED_PERSISTENT."""
     if not prepared_models:
         raise InvalidArgument("allocate: no prepared models given")

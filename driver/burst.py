@@ -20,7 +20,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from driver.memory import attach_shared_memory
+from nnhal.driver.memory import attach_shared_memory
+
 from nnhal import convert as cv
 from nnhal import convert_legacy as legacy
 from nnhal._proto.v1_3 import prepared_model_pb2 as ppb

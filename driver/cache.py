@@ -39,7 +39,7 @@ cache there as ``<token hex>.model`` / ``<token hex>.data``, and
 prepareModelFromCache_1_3 with a token and no handles loads from it (clients
 on another host can cache too). With handles, the handles win.
 
-Client-given cache files are opened by ``driver.cache_paths`` (regular files
+Client-given cache files are opened by ``nnhal.driver.cache_paths`` (regular files
 only, no final symbolic link); when ``allowed_roots`` is set (a server exposed
 beyond loopback, ``nnhal serve --cache-root``) they must lie inside those
 directories, else INVALID_ARGUMENT (loading) or no caching (saving).
@@ -60,8 +60,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from driver.cache_paths import confine, open_cache_file
-from driver.limits import limits_of
+from nnhal.driver.cache_paths import confine, open_cache_file
+from nnhal.driver.limits import limits_of
+
 from nnhal import convert as cv
 from nnhal._proto.v1_3 import types_pb2 as tpb
 from nnhal.errors import GeneralFailure, HalError, InvalidArgument, MissedDeadline
@@ -344,9 +345,9 @@ class CompilationCache:
     @staticmethod
     def rebuild(header: dict, body: bytes, data: bytes, max_tensor_bytes: int | None = None) -> Any:
         """Compile an authenticated cache (validation and support were proven when saved)."""
-        from driver.executor import compile_model
-        from driver.executor.operands import map_model_pools
-        from driver.prepared_model import PreparedModel
+        from nnhal.driver.executor import compile_model
+        from nnhal.driver.executor.operands import map_model_pools
+        from nnhal.driver.prepared_model import PreparedModel
 
         model = cv.model_from_pb(tpb.Model.FromString(body))
         model = dataclasses.replace(model, operandValues=data)

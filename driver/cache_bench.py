@@ -1,6 +1,6 @@
 """Benchmark: prepareModelFromCache_1_3 vs prepareModel_1_3 for a large model.
 
-``python3 -m driver.cache_bench [--ops N] [--width W] [--repeat R]`` builds a
+``python3 -m nnhal.driver.cache_bench [--ops N] [--width W] [--repeat R]`` builds a
 chain of N FULLY_CONNECTED + ADD pairs (W x W float32 weights, ~N*W*W*4 bytes of
 constants), prepares it from the model and from the cache it wrote, through an
 in-process gRPC server (the path a client takes), and prints the median times
@@ -50,8 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args(argv)
 
-    from driver.device import Device
-    from driver.service import create_server
+    from nnhal.driver.device import Device
+    from nnhal.driver.service import create_server
+
     from nnhal.client import connect
 
     model = chain_model(args.ops, args.width)

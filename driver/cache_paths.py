@@ -1,6 +1,6 @@
 """Client-given cache files: where they may be, and opening them without being fooled.
 
-nnhal's cache handles are paths on the server's host (``driver.cache``). A
+nnhal's cache handles are paths on the server's host (``nnhal.driver.cache``). A
 client must not make the server read or write anything else through them:
 
 - ``confine(path, roots, what)``: when the server restricts cache files

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from driver.ops.registry import not_implemented, registered
+from nnhal.driver.ops.registry import not_implemented, registered
+
 from nnhal.types import HalVersion, OperandType, OperationType
 
 #: IF and WHILE are run by the executor, not registered operations.

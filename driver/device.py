@@ -1,7 +1,7 @@
 """The emulated IDevice: capabilities, supported operations, prepare.
 
 ``Device`` answers the HAL 1.3 IDevice methods from a profile
-(``driver.profile``) and a backend (``driver.backends.reference``).
+(``nnhal.driver.profile``) and a backend (``nnhal.driver.backends.reference``).
 ``ModelAnalysis`` is what the device learns about one model during one call:
 it is the operation validator handed to ``nnhal.validation.validate_model``
 (registry checks plus the HAL version limit) and keeps what that pass learnt
@@ -17,7 +17,7 @@ that (it partitions by getSupportedOperations_1_3), and an emulator that
 silently ran an operation its profile excludes would hide exactly the bugs a
 profile exists to find.
 
-Resource limits (``driver.limits``, the profile's ``[limits]``): the model's
+Resource limits (``nnhal.driver.limits``, the profile's ``[limits]``): the model's
 size is checked before validation, its IF/WHILE nesting and declared tensor
 sizes after it (getSupportedOperations reports the operations beyond them as
 unsupported; prepare refuses), and the executor checks tensor sizes at run time.
@@ -30,14 +30,13 @@ import time
 from typing import Any
 
 import numpy as np
-
-from driver.backends import Backend, OpQuery
-from driver.backends.reference import ReferenceBackend
-from driver.cache import CompilationCache
-from driver.executor import compile_model
-from driver.executor.operands import map_model_pools, operand_info
-from driver.extensions import ExtensionSet, PluginBackend, compiling, extension_query
-from driver.limits import (
+from nnhal.driver.backends import Backend, OpQuery
+from nnhal.driver.backends.reference import ReferenceBackend
+from nnhal.driver.cache import CompilationCache
+from nnhal.driver.executor import compile_model
+from nnhal.driver.executor.operands import map_model_pools, operand_info
+from nnhal.driver.extensions import ExtensionSet, PluginBackend, compiling, extension_query
+from nnhal.driver.limits import (
     TensorLimitBackend,
     check_declared_tensors,
     check_model_size,
@@ -47,12 +46,13 @@ from driver.limits import (
     nesting_reason,
     out_of_memory,
 )
-from driver.ops import registry
-from driver.ops.registry import OpContext, OperandInfo
-from driver.prepared_model import PreparedModel
-from driver.profile import Profile, load_profile
-from driver.profile_rules import sample_rules
-from driver.support import explain_support, light_query, subgraph_at, where
+from nnhal.driver.ops import registry
+from nnhal.driver.ops.registry import OpContext, OperandInfo
+from nnhal.driver.prepared_model import PreparedModel
+from nnhal.driver.profile import Profile, load_profile
+from nnhal.driver.profile_rules import sample_rules
+from nnhal.driver.support import explain_support, light_query, subgraph_at, where
+
 from nnhal.errors import GeneralFailure, HalError, InvalidArgument, MissedDeadline
 from nnhal.types import (
     OPERAND_TYPE_INFO,
@@ -302,7 +302,7 @@ class Device:
         if self.extensions:
             self.backend = PluginBackend(self.backend, self.extensions)
         if self.extensions.packages and self.profile.op_package_isolation == "process":
-            from driver.op_packages.supervisor import KernelSupervisor
+            from nnhal.driver.op_packages.supervisor import KernelSupervisor
 
             self.extensions.runner = KernelSupervisor(
                 workers=self.profile.op_package_workers,
@@ -461,8 +461,9 @@ class Device:
         inputRoles: Any = (),
         outputRoles: Any = (),
     ) -> Any:
-        """IDevice::allocate: a driver.buffers.ManagedBuffer (the service gives its token)."""
-        from driver.buffers import allocate
+        """IDevice::allocate: a nnhal.driver.buffers.ManagedBuffer (the service gives its token)."""
+        from nnhal.driver.buffers import allocate
+
         from nnhal.types import BufferDesc
 
         return allocate(desc or BufferDesc(), preparedModels, inputRoles, outputRoles, self.limits)

@@ -30,11 +30,12 @@ import contextvars
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from driver.backends import Backend, OpQuery
-from driver.backends.op_package import PackageOp
-from driver.op_packages.nnapi_types import extension_operand_types
-from driver.op_packages.runtime import GLACIAL, OpPackage
-from driver.ops.registry import OperationDef
+from nnhal.driver.backends import Backend, OpQuery
+from nnhal.driver.backends.op_package import PackageOp
+from nnhal.driver.op_packages.nnapi_types import extension_operand_types
+from nnhal.driver.op_packages.runtime import GLACIAL, OpPackage
+from nnhal.driver.ops.registry import OperationDef
+
 from nnhal.types import (
     Extension,
     Model,
@@ -80,7 +81,7 @@ class ExtensionSet:
 
     def plugin_for(self, query: OpQuery) -> tuple[Any, str]:
         """The first plug-in that runs an operation the registry has no kernel for."""
-        from driver.ops import registry
+        from nnhal.driver.ops import registry
 
         if registry.lookup(query.type) is not None:
             return None, ""
@@ -123,11 +124,11 @@ class ExtensionSet:
         return [r for p in self.packages.values() for r in p.rules]
 
     def rewrite(self, model: Model) -> Model:
-        """The model after the packages' optimization rules (``driver.op_packages.rules``)."""
+        """The model after the packages' optimization rules (``nnhal.driver.op_packages.rules``)."""
         rules = self.rules()
         if not rules:
             return model
-        from driver.op_packages.rules import apply_rules
+        from nnhal.driver.op_packages.rules import apply_rules
 
         return apply_rules(model, rules, self)[0]
 
@@ -314,7 +315,7 @@ def kernel_definition(op_type: int, input_types: Sequence[int] = ()) -> Operatio
         return None if isinstance(op, str) else op.definition()
     from dataclasses import replace
 
-    from driver.ops import registry
+    from nnhal.driver.ops import registry
 
     builtin = registry.lookup(op_type)
     override = ext.override(op_type)
@@ -343,7 +344,7 @@ def kernel_definition(op_type: int, input_types: Sequence[int] = ()) -> Operatio
 
 
 def extension_query(analysis: Any, number: int, index: int, place: str) -> OpQuery:
-    """Validate an extension operation for ``driver.device.ModelAnalysis`` and give the
+    """Validate an extension operation for ``nnhal.driver.device.ModelAnalysis`` and give the
     backend's question (with constant values, for IsStaticTensor / OnlyDefaultSupported).
 
     Raises INVALID_ARGUMENT when the code names no operation of this device's packages.
@@ -381,7 +382,7 @@ def extension_query(analysis: Any, number: int, index: int, place: str) -> OpQue
 def compile_with_extensions(extensions: ExtensionSet | None, model: Model, pool_views: Any) -> Any:
     """``compile_model`` as a device with op packages does it (rules applied, custom kernels
     bound); for callers other than ``Device.prepareModel_1_3`` (e.g. a compilation cache)."""
-    from driver.executor import compile_model
+    from nnhal.driver.executor import compile_model
 
     if not extensions:
         return compile_model(model, pool_views=pool_views)

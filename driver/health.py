@@ -11,7 +11,7 @@ period). An unknown name is NOT_FOUND for ``Check`` and SERVICE_UNKNOWN for
 
 Statuses are computed when asked (``Check``, ``List``), so they are exact at
 that moment; a ``Watch`` stream looks again every ``poll_s`` seconds and sends
-only changes. Health calls need no bearer token (``driver.security``): probes
+only changes. Health calls need no bearer token (``nnhal.driver.security``): probes
 such as Kubernetes' cannot send one, and a status reveals nothing else.
 """
 

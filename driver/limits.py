@@ -1,6 +1,6 @@
 """Resource limits of a device: what it accepts, and the status it answers beyond that.
 
-``Limits`` is read from a profile's ``[limits]`` table (``driver.profile``)
+``Limits`` is read from a profile's ``[limits]`` table (``nnhal.driver.profile``)
 and from ``nnhal serve --limit KEY=VALUE``; every key is optional and has the
 default below. Which status a limit gives is a choice of nnhal (the HAL
 leaves it to the driver), made so that a client can tell what to do next:
@@ -26,7 +26,7 @@ leaves it to the driver), made so that a client can tell what to do next:
   allocation that fails anyway (``MemoryError``) is
   RESOURCE_EXHAUSTED_TRANSIENT.
 - **occupancy**: ``max_prepared_models_per_client``,
-  ``max_buffers_per_client`` (``driver.sessions.client_key``: the session,
+  ``max_buffers_per_client`` (``nnhal.driver.sessions.client_key``: the session,
   else the connection) and ``max_concurrent_executions`` (per device: sync,
   burst and fenced executions; a fenced one counts from the call until it
   ends, including while it waits for its waitFor fences) --
@@ -38,11 +38,11 @@ leaves it to the driver), made so that a client can tell what to do next:
   ``ResourceExhausted`` HalError saying so.
 
 Replies typed ``V1_0::ErrorStatus`` downgrade RESOURCE_EXHAUSTED_* to
-GENERAL_FAILURE (``driver._service_support``). Every message names the
+GENERAL_FAILURE (``nnhal.driver._service_support``). Every message names the
 limit key, so the fix is one profile line away.
 
-The occupancy counters live in ``driver.occupancy``; the run-time tensor
-guard in ``driver.executor.tensor_guard``.
+The occupancy counters live in ``nnhal.driver.occupancy``; the run-time tensor
+guard in ``nnhal.driver.executor.tensor_guard``.
 """
 
 from __future__ import annotations

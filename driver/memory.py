@@ -7,10 +7,10 @@
   The server never unlinks it: the segment belongs to the client. Its name
   must be one portable file name (``check_segment_name``: letters, digits,
   ``._-``, at most 255 bytes, an optional leading "/"), and a call from another
-  host may not name one at all (``driver.security.call_is_local``): a remote
+  host may not name one at all (``nnhal.driver.security.call_is_local``): a remote
   client has no segment here, so whatever it names belongs to someone else.
 - ``TokenMemory``: driver-managed buffers (IDevice::allocate) are mapped by
-  ``driver.buffers.TokenPools`` (checked against the buffer's roles) and
+  ``nnhal.driver.buffers.TokenPools`` (checked against the buffer's roles) and
   handed to ``MappedPools`` as ``premapped`` views; a token reaching
   ``map_pool`` is a GENERAL_FAILURE.
 
@@ -62,7 +62,7 @@ def _open_segment(name: str) -> _shm.SharedMemory:
 
 def check_segment_name(name: str) -> None:
     """INVALID_ARGUMENT unless ``name`` may name a client's segment (module docstring)."""
-    from driver.security import call_is_local
+    from nnhal.driver.security import call_is_local
 
     if not name:
         raise InvalidArgument("shared memory pool without a segment name")

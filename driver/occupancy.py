@@ -1,4 +1,4 @@
-"""Occupancy limits of one served device (see ``driver.limits`` for the statuses).
+"""Occupancy limits of one served device (see ``nnhal.driver.limits`` for the statuses).
 
 - ``ExecutionSlots``: executions running at once (``max_concurrent_executions``);
   a call over the limit is refused at once with RESOURCE_EXHAUSTED_TRANSIENT

@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from nnhal.driver.executor.model import Cancel
+from nnhal.driver.limits import out_of_memory, tensor_reason
 
-from driver.executor.model import Cancel
-from driver.limits import out_of_memory, tensor_reason
 from nnhal.errors import (
     GeneralFailure,
     HalError,
@@ -117,7 +117,7 @@ class PreparedModel:
     def __init__(
         self,
         model: Model,
-        compiled,  # driver.executor.CompiledModel
+        compiled,  # nnhal.driver.executor.CompiledModel
         *,
         preference: int = ExecutionPreference.FAST_SINGLE_ANSWER,
         priority: int = Priority.MEDIUM,
@@ -151,7 +151,7 @@ class PreparedModel:
     ) -> tuple[tuple[OutputShape, ...], Timing]:
         """Run one request; raises a HalError (OutputInsufficientSize carries the shapes).
 
-        ``cancel``: lets another thread stop the run (``driver.executor.model.Cancel``)."""
+        ``cancel``: lets another thread stop the run (``nnhal.driver.executor.model.Cancel``)."""
         entered = time.monotonic_ns()
         validate_request(request, self.model, allow_unspecified_output=allow_unspecified_output)
         if deadline_ns is not None and deadline_ns >= TIME_POINT_MAX_NS:
@@ -286,7 +286,7 @@ class PreparedModel:
 def _inputs_needing_a_value(main) -> dict[int, str]:
     """Main operands a request may not omit: read by an operation position that is not
     optional (IF/WHILE and custom operations: every position), with the first such reader."""
-    from driver.ops import registry
+    from nnhal.driver.ops import registry
 
     needs: dict[int, str] = {}
     for k, op in enumerate(main.operations):

@@ -5,7 +5,7 @@ A profile is a small TOML file (the format is documented in
 type and capabilities, and narrows what the reference backend supports:
 ``exclude_operations`` removes operations, ``operand_types`` (an allow-list)
 removes every operation that touches another operand type; ``[limits]`` sets
-the device's resource limits (``driver.limits``). ``load_profile``
+the device's resource limits (``nnhal.driver.limits``). ``load_profile``
 takes a built-in profile name (a file in ``driver/profiles/``) or a path.
 
 Every mistake in a profile raises ``ProfileError`` (a ``ValueError``) naming
@@ -22,7 +22,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from driver.limits import DEFAULT_LIMITS, Limits, parse_limits
+from nnhal.driver.limits import DEFAULT_LIMITS, Limits, parse_limits
+
 from nnhal.types import (
     Capabilities,
     DeviceType,
@@ -98,15 +99,15 @@ class Profile:
     #: (or the input named in ``type_input`` for its type) has one of these types
     first_input_types: frozenset[int] | None = None
     type_input: tuple[tuple[int, int], ...] = ()
-    #: the [faults] table, checked by driver.faults (None = no faults)
+    #: the [faults] table, checked by nnhal.driver.faults (None = no faults)
     faults: Mapping[str, Any] | None = None
     #: which backend of loaded op packages this device is (SupplementalOpDefList Backend,
     #: SNPE core type); None = "CPU" unless ``serve --package-backend`` says otherwise
     op_package_backend: str | None = None
-    #: the [limits] table (driver.limits): sizes, nesting, memory, occupancy
+    #: the [limits] table (nnhal.driver.limits): sizes, nesting, memory, occupancy
     limits: Limits = DEFAULT_LIMITS
     #: where op-package kernels run: "process" (supervised workers) or "inline"
-    #: (driver.op_packages.supervisor)
+    #: (nnhal.driver.op_packages.supervisor)
     op_package_isolation: str = "process"
     #: the longest one op-package kernel call may take in "process" isolation
     op_package_kernel_timeout_ms: int = 10_000

@@ -5,7 +5,7 @@
 profile sets none of these keys; otherwise a ``SampleRuleBackend`` that first
 applies ``Profile.sample_rule`` to each non-control-flow operation, then asks
 the wrapped backend. IF and WHILE are left to the recursive rule of
-``driver.support`` (supported exactly when everything they reference is),
+``nnhal.driver.support`` (supported exactly when everything they reference is),
 which is where nnhal deliberately differs from the samples: they judge an IF
 by its first input (a TENSOR_BOOL8 condition) and so never support it.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from driver.backends import OpQuery
+from nnhal.driver.backends import OpQuery
 
 
 class SampleRuleBackend:

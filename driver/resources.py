@@ -18,7 +18,7 @@ answers taken when the server is idle:
   ``ServiceState`` (prepared models, buffers, sync fences, fenced-execution
   callbacks, and any registry added later), ``fenced_active`` (fenced executions whose
   fence has not signalled yet) and ``executions_in_flight`` (the device's running
-  executions, as ``driver.occupancy`` counts them for ``max_concurrent_executions``)
+  executions, as ``nnhal.driver.occupancy`` counts them for ``max_concurrent_executions``)
   and ``op_package_workers`` (its op-package worker processes, or None: each holds
   two pipe descriptors of this process).
 
@@ -36,10 +36,10 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from driver._service_support import Registry
-from driver.fences import ACTIVE
+from nnhal.driver._service_support import Registry
+from nnhal.driver.fences import ACTIVE
 
-REAPER_THREAD = "nnhal-session-reaper"  # driver.sessions.SessionTable's thread
+REAPER_THREAD = "nnhal-session-reaper"  # nnhal.driver.sessions.SessionTable's thread
 
 __all__ = ["device_usage", "process_usage", "resource_usage", "session_usage"]
 
@@ -112,7 +112,7 @@ def process_usage() -> dict[str, Any]:
 
 
 def _running(state: Any) -> int | None:
-    """Executions running on the device now (its ``driver.occupancy.ExecutionSlots``: a
+    """Executions running on the device now (its ``nnhal.driver.occupancy.ExecutionSlots``: a
     fenced execution counts from its call until it ends)."""
     slots = getattr(state, "executions", None)
     return None if slots is None else slots.running
@@ -134,7 +134,7 @@ def device_usage(state: Any) -> dict[str, Any]:
 
 
 def _workers(state: Any) -> dict[str, int] | None:
-    """The device's op-package worker pool (``driver.op_packages.supervisor``): processes
+    """The device's op-package worker pool (``nnhal.driver.op_packages.supervisor``): processes
     alive or starting, idle, busy, starting, restarting; None without one."""
     extensions = getattr(state.device, "extensions", None)
     runner = getattr(extensions, "runner", None)
@@ -142,7 +142,7 @@ def _workers(state: Any) -> dict[str, int] | None:
 
 
 def session_usage(states: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The server's client sessions (one table shared by its devices; ``driver.sessions``):
+    """The server's client sessions (one table shared by its devices; ``nnhal.driver.sessions``):
     open, executions they run, leases expired so far, and whether the reaper thread (which
     ends some time after the last session) is still there."""
     table = next((getattr(s, "sessions", None) for s in states.values()), None)

@@ -5,10 +5,10 @@
   the directories client-given cache files must lie in (``cache_roots``).
 - ``Guard`` (made by ``create_server``): refuses to listen on an address that
   is not loopback without TLS unless ``allow_insecure``; adds the port (TLS or
-  not); adds the health service (``driver.health``); and its interceptor
+  not); adds the health service (``nnhal.driver.health``); and its interceptor
   (``CallGuard``) checks the token of every call, counts the calls in flight
   (for a graceful shutdown) and records whether the caller is on this host
-  (``call_is_local``: ``driver.memory`` refuses shared memory to remote callers).
+  (``call_is_local``: ``nnhal.driver.memory`` refuses shared memory to remote callers).
 - ``GuardedServer``: the ``grpc.Server`` returned by ``create_server``; its
   ``stop`` first turns the health service NOT_SERVING.
 
@@ -293,8 +293,7 @@ class Guard:
 
     def add_services(self, server: grpc.Server) -> None:
         from grpc_health.v1 import health_pb2_grpc as hgrpc
-
-        from driver.health import DeviceHealth
+        from nnhal.driver.health import DeviceHealth
 
         self.health = DeviceHealth(self._states)
         hgrpc.add_HealthServicer_to_server(self.health, server)

@@ -7,7 +7,7 @@ name that no device has aborts the call with gRPC NOT_FOUND (a transport-level
 "no such service", as asking the Android service manager for a missing
 instance). ``INnhalControl`` (control.proto) lists the devices and changes
 their faults, offline state and trace, and keeps client sessions alive
-(``driver.sessions``: one table for the server, whose expiry releases the
+(``nnhal.driver.sessions``: one table for the server, whose expiry releases the
 session's objects on every device).
 """
 
@@ -22,19 +22,19 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
-
-from driver._service_support import ServiceState
-from driver.faults import parse_toml
-from driver.limits import grpc_options
-from driver.security import Guard
-from driver.service import (
+from nnhal.driver._service_support import ServiceState
+from nnhal.driver.faults import parse_toml
+from nnhal.driver.limits import grpc_options
+from nnhal.driver.security import Guard
+from nnhal.driver.service import (
     BufferServicer,
     DeviceServicer,
     FencedExecutionCallbackServicer,
     PreparedModelServicer,
     SyncFenceServicer,
 )
-from driver.sessions import SessionTable
+from nnhal.driver.sessions import SessionTable
+
 from nnhal import DEFAULT_ADDRESS
 from nnhal._proto.v1_3 import control_pb2 as cpb
 from nnhal._proto.v1_3 import control_pb2_grpc as cgrpc
@@ -154,7 +154,9 @@ class ControlServicer(cgrpc.INnhalControlServicer):
         return self._reply(run)
 
     def getResourceUsage(self, request: Any, context: Any) -> Any:
-        from driver.resources import resource_usage  # stress / leak checks (driver/resources.py)
+        from nnhal.driver.resources import (
+            resource_usage,  # stress / leak checks (driver/resources.py)
+        )
 
         return self._reply(lambda: json.dumps(resource_usage(self.states)))
 
@@ -175,9 +177,9 @@ def create_server(
     """Start a gRPC server for one device or a sequence of devices (names must differ);
     returns it and the "host:port" actually bound.
 
-    ``security``: a ``driver.security.ServerSecurity`` (TLS, tokens, ...); without TLS
+    ``security``: a ``nnhal.driver.security.ServerSecurity`` (TLS, tokens, ...); without TLS
     an address that is not loopback is refused (ValueError) unless it allows insecure.
-    The server also serves grpc.health.v1.Health (``driver.health``).
+    The server also serves grpc.health.v1.Health (``nnhal.driver.health``).
     """
     devices = list(devices) if isinstance(devices, Sequence) else [devices]
     if not devices:

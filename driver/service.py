@@ -10,21 +10,21 @@ No HAL logic lives here beyond what the wire itself needs:
   the server keeps serving;
 - replies whose HAL signature is ``V1_0::ErrorStatus`` downgrade the 1.3-only
   statuses (MISSED_DEADLINE_*, RESOURCE_EXHAUSTED_*) to GENERAL_FAILURE;
-- request pools are mapped with ``driver.memory`` for the duration of an
-  execution (token pools through ``driver.buffers.TokenPools``), and the
+- request pools are mapped with ``nnhal.driver.memory`` for the duration of an
+  execution (token pools through ``nnhal.driver.buffers.TokenPools``), and the
   contents of the inline pools holding outputs go back in the reply;
 - executeFenced validates within the call, then runs at once when its waitFor
-  fences have signalled, else in the background (``driver.fences``); bursts
-  are a bidirectional stream with a memory-slot cache (``driver.burst``);
+  fences have signalled, else in the background (``nnhal.driver.fences``); bursts
+  are a bidirectional stream with a memory-slot cache (``nnhal.driver.burst``);
 - objects created by a call that names a client session (``nnhal-session``
-  metadata) are owned by it and released when it ends (``driver.sessions``);
+  metadata) are owned by it and released when it ends (``nnhal.driver.sessions``);
   every execution can be cancelled: by its call ending early (the client
   went away) or by its session ending (``executor.model.Cancel``);
 - every call goes through ``hal_method`` (``_service_support``): injected
-  faults and latency first (``driver.faults``), the call trace after
-  (``driver.trace``).
+  faults and latency first (``nnhal.driver.faults``), the call trace after
+  (``nnhal.driver.trace``).
 
-``create_server`` / ``serve_forever`` (in ``driver.server``) serve one or
+``create_server`` / ``serve_forever`` (in ``nnhal.driver.server``) serve one or
 several devices.
 """
 
@@ -37,15 +37,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import grpc
+from nnhal.driver._service_support import ServiceState, hal_method
+from nnhal.driver.buffers import TokenPools
+from nnhal.driver.burst import BurstSession
+from nnhal.driver.executor.model import Cancel
+from nnhal.driver.fences import ACTIVE, ERROR, Fence, launch
+from nnhal.driver.limits import check_request_pools
+from nnhal.driver.memory import MappedPools
+from nnhal.driver.sessions import client_key, session_of
 
-from driver._service_support import ServiceState, hal_method
-from driver.buffers import TokenPools
-from driver.burst import BurstSession
-from driver.executor.model import Cancel
-from driver.fences import ACTIVE, ERROR, Fence, launch
-from driver.limits import check_request_pools
-from driver.memory import MappedPools
-from driver.sessions import client_key, session_of
 from nnhal import DEFAULT_ADDRESS
 from nnhal import convert as cv
 from nnhal import convert_legacy as legacy
@@ -72,7 +72,7 @@ from nnhal.validation import validate_request
 log = logging.getLogger("nnhal.driver.service")
 
 #: Models and inline pools can be large: no gRPC message size limit here (the server
-#: takes its limit from the devices' ``max_message_bytes``, ``driver.limits.grpc_options``).
+#: takes its limit from the devices' ``max_message_bytes``, ``nnhal.driver.limits.grpc_options``).
 GRPC_OPTIONS = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
 _NONE = ErrorStatus.NONE
 #: waitFence checks this often whether its caller is still there
@@ -660,7 +660,7 @@ def create_server(
     device: Any, address: str = "127.0.0.1:0", max_workers: int = 16
 ) -> tuple[Any, str]:
     """Start a gRPC server for ``device`` (or a list of devices); see driver/server.py."""
-    from driver.server import create_server as create
+    from nnhal.driver.server import create_server as create
 
     return create(device, address, max_workers)
 
@@ -669,6 +669,6 @@ def serve_forever(
     device: Any, address: str = DEFAULT_ADDRESS, max_workers: int = 16, **kw: Any
 ) -> None:
     """Serve ``device`` (or a list of devices) until SIGINT/SIGTERM; see driver/server.py."""
-    from driver.server import serve_forever as serve
+    from nnhal.driver.server import serve_forever as serve
 
     serve(device, address, max_workers, **kw)

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from driver.backends import Backend, OpQuery
-from driver.ops.registry import OperandInfo
+from nnhal.driver.backends import Backend, OpQuery
+from nnhal.driver.ops.registry import OperandInfo
+
 from nnhal.types import (
     OPERAND_TYPE_INFO,
     Model,
@@ -116,7 +117,7 @@ class SupportChecker:
         self.model = model
         self.backend = backend
         self.query_for: QueryFor = query_for or (lambda n, j: light_query(model, n, j))
-        #: op packages name their extension operations (driver.extensions.BoundBackend)
+        #: op packages name their extension operations (nnhal.driver.extensions.BoundBackend)
         self.name_of: Callable[[int], str] = getattr(backend, "operation_name", operation_name)
         #: subgraph number -> None (all supported) or (operation index, its failure).
         #: Links, not strings: a reason spelt out per subgraph would cost O(depth^2).

@@ -15,10 +15,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import numpy as np
 import while_models as wm
+from nnhal.driver.device import Device
+from nnhal.driver.op_packages.discovery import load_path
+from nnhal.driver.profile import parse_profile
 
-from driver.device import Device
-from driver.op_packages.discovery import load_path
-from driver.profile import parse_profile
 from nnhal.builder import ModelBuilder
 from nnhal.types import OperandType as T
 from nnhal.types import OperationType as Op

@@ -1,4 +1,4 @@
-"""The client's side of a session (nnhal extension; the server's side is driver.sessions).
+"""The client's side of a session (nnhal extension; the server's side is nnhal.driver.sessions).
 
 ``ClientSession.open(channel)`` names the client with a random session id,
 which ``nnhal.client.Device`` sends as the ``nnhal-session`` metadata of

@@ -8,7 +8,7 @@ outputs; the graph walk (read before write, written once, consumer counts);
 the IF/WHILE rules; reference cycles between subgraphs. The per-operation
 signature check (arity, type per position, HAL version) is delegated to an
 ``operation_validator`` supplied by the caller -- the driver builds one on
-``driver.ops.registry`` -- so that nnhal never imports the driver.
+``nnhal.driver.ops.registry`` -- so that nnhal never imports the driver.
 
 ``validate_request`` checks a Request against the model's main subgraph.
 The IF/WHILE rules live in ``nnhal._validation_control_flow`` and the

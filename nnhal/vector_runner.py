@@ -12,9 +12,8 @@ sized by the expected shapes -> compare every output that is not ignored.
 - anything else that goes wrong is *failed*, with the message.
 
 The device is any object with the client ``Device`` methods
-(``nnhal.client.Device``); ``local_device`` starts the driver in this process
-behind a real gRPC server so the in-process run takes the same path as a run
-against ``nnhal serve``. The driver is imported lazily, inside that function.
+(``nnhal.client.Device``): a server's (``connect_device``) or the in-process
+driver behind a real gRPC server (``nnhal.tools.local.local_device``).
 """
 
 from __future__ import annotations
@@ -39,7 +38,6 @@ __all__ = [
     "VectorResult",
     "connect_device",
     "dump_name",
-    "local_device",
     "run_test_model",
     "run_vectors",
     "summary_line",
@@ -220,18 +218,3 @@ def connect_device(address: str, timeout: float = 10.0, security: Any = None) ->
         yield dev
     finally:
         dev.close()
-
-
-@contextmanager
-def local_device(profile: str | None = None) -> Iterator[Any]:
-    """The driver in this process behind a gRPC server on a free port; yields a client Device."""
-    from driver.device import Device
-    from driver.profile import load_profile
-    from driver.service import create_server
-
-    server, address = create_server(Device(load_profile(profile)), "127.0.0.1:0")
-    try:
-        with connect_device(address) as dev:
-            yield dev
-    finally:
-        server.stop(None)

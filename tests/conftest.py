@@ -17,14 +17,14 @@ import pytest
 
 @pytest.fixture(scope="session")
 def driver_device():
-    from driver.device import Device
+    from nnhal.driver.device import Device
 
     return Device()
 
 
 @pytest.fixture(scope="session")
 def server_address(driver_device) -> Iterator[str]:
-    from driver.service import create_server
+    from nnhal.driver.service import create_server
 
     server, address = create_server(driver_device, "127.0.0.1:0")
     try:

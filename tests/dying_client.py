@@ -13,8 +13,8 @@ import threading
 import time
 
 import numpy as np
+from nnhal.cts.families.control_flow import infinite_loop
 
-from cts.families.control_flow import infinite_loop
 from nnhal import control
 from nnhal._client_io import IoPlan
 from nnhal.builder import ModelBuilder

@@ -17,8 +17,8 @@ F32, I32, BOOL8, INT32 = T.TENSOR_FLOAT32, T.TENSOR_INT32, T.TENSOR_BOOL8, T.INT
 
 def device_with(**limits: int) -> Any:
     """A default-profile driver Device with some limits changed."""
-    from driver.device import Device
-    from driver.profile import load_profile
+    from nnhal.driver.device import Device
+    from nnhal.driver.profile import load_profile
 
     profile = load_profile(None)
     return Device(replace(profile, limits=replace(profile.limits, **limits)))
@@ -27,7 +27,8 @@ def device_with(**limits: int) -> Any:
 @contextlib.contextmanager
 def serving(device: Any) -> Iterator[tuple[Any, str]]:
     """A gRPC server for ``device`` and a client connected to it."""
-    from driver.service import create_server
+    from nnhal.driver.service import create_server
+
     from nnhal.client import connect
 
     server, address = create_server(device, "127.0.0.1:0")

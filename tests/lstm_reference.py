@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
+from nnhal.driver.ops.registry import OpContext, OperandInfo, OperationDef, validate_operation
 from ops_harness import RNG, WHERE, X, scalar
 
-from driver.ops.registry import OpContext, OperandInfo, OperationDef, validate_operation
 from nnhal.errors import InvalidArgument
 from nnhal.types import OPERAND_TYPE_INFO
 from nnhal.types import OperandType as T

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from nnhal.driver.ops.registry import validate_operation
 from ops_harness import QUANT, X, assert_close, context
 
-from driver.ops.registry import validate_operation
 from nnhal.types import OPERAND_TYPE_INFO
 from nnhal.types import HalVersion as V
 from nnhal.types import OperandType as T

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
+from nnhal.driver.executor import compile_model
+from nnhal.driver.ops import quant
+from nnhal.driver.ops.registry import OpContext, OperandInfo, lookup, validate_operation
 
-from driver.executor import compile_model
-from driver.ops import quant
-from driver.ops.registry import OpContext, OperandInfo, lookup, validate_operation
 from nnhal.builder import ModelBuilder
 from nnhal.errors import InvalidArgument
 from nnhal.types import OPERAND_TYPE_INFO

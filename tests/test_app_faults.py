@@ -67,9 +67,9 @@ class App:
 
 @pytest.fixture(scope="module")
 def server():
-    from driver.device import Device
-    from driver.profile import load_profile
-    from driver.service import create_server
+    from nnhal.driver.device import Device
+    from nnhal.driver.profile import load_profile
+    from nnhal.driver.service import create_server
 
     devices = [Device(load_profile("example-npu")), Device(load_profile("default"))]
     srv, address = create_server(devices, "127.0.0.1:0")
@@ -224,9 +224,9 @@ def test_bad_fault_tables(control, table, key) -> None:
 
 
 def test_profile_faults_and_sample_profiles(tmp_path) -> None:
-    from driver.device import Device
-    from driver.profile import load_profile
-    from driver.service import create_server
+    from nnhal.driver.device import Device
+    from nnhal.driver.profile import load_profile
+    from nnhal.driver.service import create_server
 
     path = tmp_path / "flaky.toml"
     path.write_text(
@@ -277,7 +277,7 @@ def _if_model():
 def test_latency_from_capabilities_and_the_cli(server, control, tmp_path, capsys) -> None:
     import json
 
-    from nnhal.cli import main
+    from nnhal.tools.cli import main
 
     # example-npu: TENSOR_FLOAT32 execTime is its profile's number; 1 ADD operation
     with connect(server, device="example-npu") as d:

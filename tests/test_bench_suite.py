@@ -13,14 +13,14 @@ import json
 
 import numpy as np
 import pytest
+from nnhal.driver.executor import compile_model
+from nnhal.tools import bench_onnx
+from nnhal.tools.bench_measure import Stats, run_rounds, two_point_fit
+from nnhal.tools.bench_profile import profile_operations
+from nnhal.tools.bench_suite import print_table, run_suite, write_csv, write_json
+from nnhal.tools.bench_workloads import suite, user_workload
+from nnhal.tools.cli import main
 
-from driver.executor import compile_model
-from nnhal import bench_onnx
-from nnhal.bench_measure import Stats, run_rounds, two_point_fit
-from nnhal.bench_profile import profile_operations
-from nnhal.bench_suite import print_table, run_suite, write_csv, write_json
-from nnhal.bench_workloads import suite, user_workload
-from nnhal.cli import main
 from nnhal.validation import validate_model
 
 NAMES = ["fibonacci", "nested", "parity", "rnn", "lstm-decode", "greedy"]
@@ -184,7 +184,7 @@ def test_cli_suite_and_legacy(tmp_path, capsys):
 
 
 def test_targets_run_small():
-    from nnhal.bench_targets import run_targets
+    from nnhal.tools.bench_targets import run_targets
 
     targets = run_targets(rounds=1, big_elements=4096, prepare={"x": {"in_process_us": 2.0,
                                                                      "onnxruntime_session_us": 4.0}})  # fmt: skip
@@ -195,7 +195,7 @@ def test_targets_run_small():
 
 
 def test_plots_written_or_skipped_with_reason(tmp_path, workloads):
-    from nnhal.bench_plot import write_plots
+    from nnhal.tools.bench_plot import write_plots
 
     doc = run_suite(
         [workloads["fibonacci"]], modes=("executor",), trips=[1, 20], rounds=1, progress=False,

@@ -165,10 +165,11 @@ def test_load_with_bad_arguments(client_device, tmp_path) -> None:
 
 
 def test_server_side_cache_dir_and_profile_binding(tmp_path) -> None:
-    from driver.cache import CompilationCache
-    from driver.device import Device
-    from driver.memory import MappedPools
-    from driver.profile import load_profile
+    from nnhal.driver.cache import CompilationCache
+    from nnhal.driver.device import Device
+    from nnhal.driver.memory import MappedPools
+    from nnhal.driver.profile import load_profile
+
     from nnhal.types import DataLocation, InlineMemory, Request, RequestArgument
 
     device = Device()
@@ -227,8 +228,8 @@ def test_hal_1_2_entry_points_cache_too(client_device, tmp_path) -> None:
 def test_serve_cache_dir_option(tmp_path) -> None:
     import argparse
 
-    from driver.device import Device
-    from nnhal.cli_trace import configure_devices
+    from nnhal.driver.device import Device
+    from nnhal.tools.cli_trace import configure_devices
 
     device = Device()
     assert configure_devices([device], argparse.Namespace(cache_dir=str(tmp_path))) == "'default'"
@@ -238,8 +239,8 @@ def test_serve_cache_dir_option(tmp_path) -> None:
 
 
 def test_a_device_with_op_packages_does_not_cache(tmp_path) -> None:
-    from driver.device import Device
-    from driver.op_packages.discovery import load_path
+    from nnhal.driver.device import Device
+    from nnhal.driver.op_packages.discovery import load_path
 
     root = Path(__file__).resolve().parent.parent / "examples" / "qnn_xml"
     configs = sorted(root.glob("*.xml"))

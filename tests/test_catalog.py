@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
-from driver.catalog import catalog, catalog_table
-from driver.ops.registry import not_implemented, registered
-from nnhal.cli import main
+from nnhal.driver.catalog import catalog, catalog_table
+from nnhal.driver.ops.registry import not_implemented, registered
+from nnhal.tools.cli import main
+
 from nnhal.types import OperationType
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from nnhal.tools.cli import main
 
 from nnhal.builder import ModelBuilder
-from nnhal.cli import main
 from nnhal.types import OperandType, OperationType
 from nnhal.vectors import model_to_json, save_vectors
 
@@ -36,7 +36,7 @@ def start_serve(*extra: str) -> tuple[subprocess.Popen, str]:
     # fill up and block the server while a test is still talking to it.
     log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115  (lives as long as the server)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nnhal.cli", "serve", "--address", "127.0.0.1:0", *extra],
+        [sys.executable, "-m", "nnhal.tools.cli", "serve", "--address", "127.0.0.1:0", *extra],
         stdout=subprocess.PIPE,
         stderr=log,
         text=True,
@@ -167,7 +167,7 @@ def test_serve_with_profile_names_the_device(no_add_profile):
 )
 def test_serve_bad_arguments(args, message):
     proc = subprocess.run(
-        [sys.executable, "-m", "nnhal.cli", "serve", *args],
+        [sys.executable, "-m", "nnhal.tools.cli", "serve", *args],
         check=False,
         capture_output=True,
         text=True,
@@ -372,7 +372,7 @@ def test_vectors_operations_filter(tmp_path, capsys):
 def test_vectors_command_as_a_subprocess(tmp_path):
     path = _vector_set(tmp_path)
     proc = subprocess.run(
-        [sys.executable, "-m", "nnhal.cli", "vectors", str(path), "--filter", "mine/good"],
+        [sys.executable, "-m", "nnhal.tools.cli", "vectors", str(path), "--filter", "mine/good"],
         check=False,
         capture_output=True,
         text=True,
@@ -400,7 +400,7 @@ def test_bench_control_flow_small(tmp_path, capsys):
 
 
 def test_bench_model_computes_scaled_fibonacci():
-    from nnhal.bench import PHI, numpy_loop
+    from nnhal.tools.bench import PHI, numpy_loop
 
     state, i = numpy_loop(20)
     fib = [0, 1]
@@ -452,7 +452,7 @@ def test_bad_inputs_give_a_clear_message(tmp_path, add_file, make_args, message,
 def test_bad_input_in_a_subprocess_has_no_traceback(tmp_path):
     (tmp_path / "bad.json").write_text("[{")
     proc = subprocess.run(
-        [sys.executable, "-m", "nnhal.cli", "run", str(tmp_path / "bad.json")],
+        [sys.executable, "-m", "nnhal.tools.cli", "run", str(tmp_path / "bad.json")],
         check=False,
         capture_output=True,
         text=True,
@@ -475,7 +475,7 @@ def test_usage_errors_exit_2(capsys):
 
 def test_nnhal_modules_do_not_import_driver_at_import_time():
     code = (
-        "import sys, nnhal.cli, nnhal.bench, nnhal.vector_runner, nnhal.vectors, nnhal.builder; "
+        "import sys, nnhal.tools.cli, nnhal.tools.bench, nnhal.vector_runner, nnhal.vectors, nnhal.builder; "
         "print(sorted(m for m in sys.modules if m == 'driver' or m.startswith('driver.')))"
     )
     proc = subprocess.run(

@@ -12,9 +12,9 @@ import time
 
 import numpy as np
 import pytest
+from nnhal.driver.executor import compile_model
+from nnhal.driver.ops.registry import Arg, OperationDef
 
-from driver.executor import compile_model
-from driver.ops.registry import Arg, OperationDef
 from nnhal.builder import ModelBuilder, SubgraphBuilder
 from nnhal.errors import GeneralFailure, MissedDeadline
 from nnhal.types import HalVersion, OperandType, OperationType
@@ -66,7 +66,7 @@ FAKE_OPS = {
 
 @pytest.fixture(autouse=True)
 def fake_ops(monkeypatch):
-    monkeypatch.setattr("driver.executor.compiler.lookup", FAKE_OPS.get)
+    monkeypatch.setattr("nnhal.driver.executor.compiler.lookup", FAKE_OPS.get)
 
 
 def f32(*values) -> np.ndarray:

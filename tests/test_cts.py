@@ -10,13 +10,13 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
+from nnhal.cts.core import Outcome, Problems, Result, TestCase, check, fail, skip
+from nnhal.cts.dsl import F32, FLOAT_AND_QUANT8, SpecError, spec
+from nnhal.cts.expectations import load_expectations
+from nnhal.cts.report import coverage_table, junit_xml, summary_line
+from nnhal.cts.runner import Runner
+from nnhal.cts.variations import expand, quantize
 
-from cts.core import Outcome, Problems, Result, TestCase, check, fail, skip
-from cts.dsl import F32, FLOAT_AND_QUANT8, SpecError, spec
-from cts.expectations import load_expectations
-from cts.report import coverage_table, junit_xml, summary_line
-from cts.runner import Runner
-from cts.variations import expand, quantize
 from nnhal.types import OperandType, OperationType
 
 
@@ -71,10 +71,10 @@ def test_a_broken_spec_is_a_spec_error():
 
 
 def test_library_loads_every_spec_and_expands(tmp_path):
-    from cts.families import Library
+    from nnhal.cts.families import Library
 
     extra = tmp_path / "extra_specs.py"
-    extra.write_text("from cts.dsl import spec\n\n@spec('t_bad')\ndef _(s):\n    pass\n")
+    extra.write_text("from nnhal.cts.dsl import spec\n\n@spec('t_bad')\ndef _(s):\n    pass\n")
     lib = Library.load((str(extra),))
     names = {s.name for s in lib.specs}
     assert {"add", "while_nested", "if_while_if", "fully_connected", "slice"} <= names
@@ -169,13 +169,13 @@ def test_reports():
 
 
 def test_nnhal_cli_does_not_import_cts_at_import_time():
-    code = "import sys, nnhal.cli; nnhal.cli.build_parser(); assert 'cts' not in sys.modules"
+    code = "import sys, nnhal.tools.cli; nnhal.tools.cli.build_parser(); assert 'cts' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
 @pytest.mark.timeout(120)
 def test_nnhal_cts_command(tmp_path, capsys):
-    from nnhal.cli import main
+    from nnhal.tools.cli import main
 
     assert main(["cts", "--list", "--families", "basic,fuzz", "--fuzz-count", "2"]) == 0
     listed = capsys.readouterr().out.split()

@@ -1,8 +1,8 @@
 """The conformance suite can fail: each deliberately broken driver is caught.
 
 Every broken driver is the real driver ``Device`` with one fault, served by
-the real gRPC servicers (``driver.service.create_server``) on a free port;
-the suite runs against it through ``cts.suite.run_suite`` and the family
+the real gRPC servicers (``nnhal.driver.service.create_server``) on a free port;
+the suite runs against it through ``nnhal.cts.suite.run_suite`` and the family
 meant to catch the fault must report it, while the run completes:
 
 - IF/WHILE reported supported whatever their subgraphs hold -> control-flow
@@ -33,16 +33,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from cts.core import Outcome
-from cts.suite import Config, run_suite
-from cts.target import Options
+from nnhal.cts.core import Outcome
+from nnhal.cts.suite import Config, run_suite
+from nnhal.cts.target import Options
 
 
 @contextmanager
 def serve(device) -> Iterator[tuple[object, str]]:
     """``device`` behind the real servicers; yields a connected client and the address."""
-    from driver.service import create_server
+    from nnhal.driver.service import create_server
+
     from nnhal.client import connect
 
     server, address = create_server(device, "127.0.0.1:0")
@@ -61,7 +61,7 @@ def _run(device, **config):
 
 
 def _profile(tmp_path: Path, *exclude: str):
-    from driver.profile import load_profile
+    from nnhal.driver.profile import load_profile
 
     path = tmp_path / "cts-broken.toml"
     path.write_text(f"exclude_operations = {list(exclude)!r}\n".replace("'", '"'))
@@ -74,7 +74,7 @@ def _profile(tmp_path: Path, *exclude: str):
 
 
 def _device_class():
-    from driver.device import Device
+    from nnhal.driver.device import Device
 
     return Device
 
@@ -193,7 +193,7 @@ def _outcomes(report, prefix: str) -> dict[str, Outcome]:
 
 @pytest.mark.timeout(120)
 def test_support_rule_catches_if_while_reported_supported(tmp_path):
-    from driver.device import Device
+    from nnhal.driver.device import Device
 
     config = {"families": ("control-flow",), "filters": ("control-flow/support-rule/*",)}
     good = _run(Device(_profile(tmp_path, "SUB")), **config)
@@ -241,7 +241,7 @@ def test_model_validation_catches_a_driver_accepting_invalid_models():
 
 @pytest.mark.timeout(180)
 def test_wrong_numbers_are_caught_and_fuzz_failures_replay(tmp_path):
-    from nnhal.cli import main
+    from nnhal.tools.cli import main
 
     fuzz_dir = tmp_path / "fuzz"
     device = wrong_numbers()
@@ -298,8 +298,8 @@ def test_a_hung_target_is_recorded_and_the_run_completes():
 @pytest.mark.timeout(120)
 def test_caching_family_catches_an_unauthenticated_cache(monkeypatch):
     """A driver whose cache tag ignores token and contents loads foreign caches."""
-    from driver import cache
-    from driver.device import Device
+    from nnhal.driver import cache
+    from nnhal.driver.device import Device
 
     config = {"families": ("caching",)}
     good = _run(Device(), **config)
@@ -323,8 +323,8 @@ class _EveryRole(frozenset):
 
 @pytest.mark.timeout(120)
 def test_memory_domain_family_catches_unchecked_buffer_roles(monkeypatch):
-    from driver import buffers
-    from driver.device import Device
+    from nnhal.driver import buffers
+    from nnhal.driver.device import Device
 
     config = {"families": ("memory-domain",)}
     good = _run(Device(), **config)
@@ -345,8 +345,8 @@ def test_memory_domain_family_catches_unchecked_buffer_roles(monkeypatch):
 @pytest.mark.timeout(300)
 def test_burst_family_catches_a_burst_path_with_wrong_results(monkeypatch):
     """Bursts that lose their outputs: the burst family fails, generated (sync) passes."""
-    from driver import burst
-    from driver.device import Device
+    from nnhal.driver import burst
+    from nnhal.driver.device import Device
 
     run = burst.BurstSession.run
 
@@ -367,8 +367,8 @@ def test_burst_family_catches_a_burst_path_with_wrong_results(monkeypatch):
 @pytest.mark.timeout(120)
 def test_fenced_family_catches_an_execution_that_ignores_its_fences(monkeypatch):
     """executeFenced that starts before its waitFor fences signal: fenced fails."""
-    from driver import service
-    from driver.device import Device
+    from nnhal.driver import service
+    from nnhal.driver.device import Device
 
     config = {"families": ("fenced",), "filters": ("fenced/waits-for-client-fence",)}
     good = _run(Device(), **config)

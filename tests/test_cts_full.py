@@ -9,17 +9,17 @@ from __future__ import annotations
 import time
 
 import pytest
-
-from cts.core import Outcome
-from cts.report import summary_line
-from cts.suite import Config, run_suite
-from cts.target import Options
+from nnhal.cts.core import Outcome
+from nnhal.cts.report import summary_line
+from nnhal.cts.suite import Config, run_suite
+from nnhal.cts.target import Options
 
 
 @pytest.mark.timeout(900)
 def test_full_suite_against_the_in_process_driver(tmp_path, capsys):
-    from driver.device import Device
-    from driver.service import create_server
+    from nnhal.driver.device import Device
+    from nnhal.driver.service import create_server
+
     from nnhal.client import connect
 
     server, address = create_server(Device(), "127.0.0.1:0")

@@ -8,10 +8,10 @@ import time
 
 import numpy as np
 import pytest
+from nnhal.driver.device import Device, operation_version
+from nnhal.driver.prepared_model import PreparedModel
+from nnhal.driver.profile import parse_profile
 
-from driver.device import Device, operation_version
-from driver.prepared_model import PreparedModel
-from driver.profile import parse_profile
 from nnhal.builder import ModelBuilder
 from nnhal.errors import (
     GeneralFailure,
@@ -509,8 +509,8 @@ def test_while_with_nested_if_end_to_end(device: Device):
 
 
 def test_analysis_reads_constants_without_copies_and_like_the_executor():
-    from driver.device import ModelAnalysis
-    from driver.executor.operands import decode_constant, map_model_pools
+    from nnhal.driver.device import ModelAnalysis
+    from nnhal.driver.executor.operands import decode_constant, map_model_pools
 
     mb = ModelBuilder()
     g = mb.main

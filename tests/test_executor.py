@@ -12,14 +12,14 @@ import threading
 import time
 from dataclasses import replace
 
+import nnhal.driver.executor.compiler as compiler_module
+import nnhal.driver.executor.operands as operands_module
 import numpy as np
 import pytest
+from nnhal.driver.executor import CompiledModel, compile_model
+from nnhal.driver.executor.operands import decode_constant, map_model_pools, operand_info
+from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, lookup
 
-import driver.executor.compiler as compiler_module
-import driver.executor.operands as operands_module
-from driver.executor import CompiledModel, compile_model
-from driver.executor.operands import decode_constant, map_model_pools, operand_info
-from driver.ops.registry import Arg, OpContext, OperationDef, lookup
 from nnhal.builder import ModelBuilder
 from nnhal.errors import GeneralFailure, InvalidArgument, MissedDeadline
 from nnhal.types import (

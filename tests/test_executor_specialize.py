@@ -12,9 +12,9 @@ import time
 
 import numpy as np
 import pytest
+from nnhal.driver.executor import compile_model
+from nnhal.driver.executor.specialize import _wrap32, find_counter
 
-from driver.executor import compile_model
-from driver.executor.specialize import _wrap32, find_counter
 from nnhal.builder import ModelBuilder
 from nnhal.errors import GeneralFailure, MissedDeadline
 from nnhal.types import OperandType as T
@@ -257,7 +257,7 @@ def test_scalar_steps_match_generic(op, constant, compare, scalar):
 
 
 def test_scalar_steps_recognised():
-    from driver.executor.specialize import find_counter
+    from nnhal.driver.executor.specialize import find_counter
 
     plans = compile_model(scalar_model(O.DIV, 3, O.EQUAL)).plans
     counter = find_counter(plans[1], plans[2], 2)
@@ -269,7 +269,7 @@ def test_scalar_steps_recognised():
 
 
 def test_parity_if_on_python_bool():
-    from nnhal.bench_workloads import parity
+    from nnhal.tools.bench_workloads import parity
 
     w = parity()
     fast, generic = compile_model(w.model), compile_model(w.model, specialize=False)
@@ -309,7 +309,7 @@ def invariant_model(counter_reads_invariant=False):
 
 
 def test_invariant_step_runs_once_and_matches_generic():
-    from driver.executor.specialize import invariant_steps
+    from nnhal.driver.executor.specialize import invariant_steps
 
     model = invariant_model()
     fast, generic = compile_model(model), compile_model(model, specialize=False)

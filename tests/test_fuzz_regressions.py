@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from nnhal.driver.device import Device
+from nnhal.driver.memory import MappedPools
+from nnhal.driver.op_packages.generator import _generated_module, kernel_source
+from nnhal.driver.op_packages.ini_loader import load_ini
+from nnhal.driver.op_packages.json_loader import load_json
+from nnhal.driver.op_packages.spec import ConfigError
+from nnhal.tools.fuzz.models import request_for
 
-from driver.device import Device
-from driver.memory import MappedPools
-from driver.op_packages.generator import _generated_module, kernel_source
-from driver.op_packages.ini_loader import load_ini
-from driver.op_packages.json_loader import load_json
-from driver.op_packages.spec import ConfigError
-from fuzz.models import request_for
 from nnhal.builder import ModelBuilder
 from nnhal.errors import GeneralFailure, InvalidArgument
 from nnhal.types import OperandType, OperationType
@@ -173,8 +173,8 @@ def test_wait_fence_calls_abandoned_by_their_clients_do_not_starve_the_server() 
     # found while fuzzing `grpc`: waitFence(timeoutMs=4e9) held a server thread for days
     # after its client's deadline; 16 of them (the worker pool) left the server deaf.
     import grpc
+    from nnhal.driver.server import create_server
 
-    from driver.server import create_server
     from nnhal._proto.v1_3 import device_pb2 as dpb
     from nnhal._proto.v1_3 import device_pb2_grpc as dgrpc
     from nnhal._proto.v1_3 import prepared_model_pb2 as ppb

@@ -15,15 +15,14 @@ import pytest
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from fuzz.corpus import seeds_for
-from fuzz.targets import TARGETS
+from nnhal.tools.fuzz.corpus import seeds_for
+from nnhal.tools.fuzz.targets import TARGETS
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _stop_live_server():
     yield
-    from fuzz.live import close_live
+    from nnhal.tools.fuzz.live import close_live
 
     close_live()
 

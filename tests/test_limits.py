@@ -22,11 +22,10 @@ from limits_models import (
     nested_while,
     serving,
 )
-
-from driver.backends.reference import ReferenceBackend
-from driver.device import Device
-from driver.executor import compile_model
-from driver.limits import (
+from nnhal.driver.backends.reference import ReferenceBackend
+from nnhal.driver.device import Device
+from nnhal.driver.executor import compile_model
+from nnhal.driver.limits import (
     DEFAULT_LIMITS,
     EXECUTOR_MAX_NESTING,
     LIMIT_KEYS,
@@ -35,8 +34,9 @@ from driver.limits import (
     parse_limit_options,
     with_limits,
 )
-from driver.profile import PROFILES_DIR, ProfileError, load_profile, parse_profile
-from driver.support import SupportChecker
+from nnhal.driver.profile import PROFILES_DIR, ProfileError, load_profile, parse_profile
+from nnhal.driver.support import SupportChecker
+
 from nnhal.builder import ModelBuilder
 from nnhal.errors import InvalidArgument, ResourceExhausted
 from nnhal.types import ErrorStatus
@@ -112,7 +112,7 @@ def test_limit_options():
 
 
 def test_serve_rejects_a_bad_limit(capsys):
-    from nnhal.cli import main
+    from nnhal.tools.cli import main
 
     assert main(["serve", "--address", "127.0.0.1:0", "--limit", "max_operandz=1"]) != 0
     assert "--limit max_operandz: unknown limit" in capsys.readouterr().err
@@ -443,7 +443,7 @@ def test_request_input_too_big():
 
 def test_memory_error_is_transient(monkeypatch):
     """A kernel that runs out of memory: RESOURCE_EXHAUSTED_TRANSIENT, not a crash."""
-    from driver.executor import compiler
+    from nnhal.driver.executor import compiler
 
     real = compiler.lookup(O.ADD)
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from limits_models import F32, INT32, O, add_model, device_with, serving
+from nnhal.driver.limits import check_request_pools
+from nnhal.driver.occupancy import ClientQuota, ExecutionSlots
 
-from driver.limits import check_request_pools
-from driver.occupancy import ClientQuota, ExecutionSlots
 from nnhal.builder import ModelBuilder
 from nnhal.client import connect
 from nnhal.control import create_fence, signal_fence, wait_fence
@@ -158,7 +158,7 @@ def test_buffer_above_the_tensor_limit():
 
 
 def test_quota_forgets_objects_removed_elsewhere():
-    from driver._service_support import Registry
+    from nnhal.driver._service_support import Registry
 
     registry: Registry = Registry("prepared model")
     quota = ClientQuota(registry, 2, "prepared models", "max_prepared_models_per_client")
@@ -268,7 +268,8 @@ def test_message_over_the_limit():
 
 def test_memory_error_in_a_servicer_is_transient():
     """Any MemoryError reaching the service (decoding, a copy...) is a status, not a crash."""
-    from driver._service_support import hal_method
+    from nnhal.driver._service_support import hal_method
+
     from nnhal._proto.v1_3 import prepared_model_pb2 as ppb
 
     class Servicer:

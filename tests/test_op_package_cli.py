@@ -25,7 +25,7 @@ def _nnhal(
     *args: str, env: dict | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "nnhal.cli", *args],
+        [sys.executable, "-m", "nnhal.tools.cli", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -39,7 +39,7 @@ class Server:
 
     def __init__(self, *args: str, env: dict | None = None) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "nnhal.cli", "serve", "--address", "127.0.0.1:0", *args],
+            [sys.executable, "-m", "nnhal.tools.cli", "serve", "--address", "127.0.0.1:0", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -152,8 +152,8 @@ def test_explain_cli() -> None:
 
 
 def test_package_backend_per_profile() -> None:
-    from nnhal.cli import build_parser
-    from nnhal.cli_oppkg import device_options, package_backend
+    from nnhal.tools.cli import build_parser
+    from nnhal.tools.cli_oppkg import device_options, package_backend
 
     assert package_backend(None) is None
     assert package_backend(["HTP"], "any") == "HTP"
@@ -165,7 +165,7 @@ def test_package_backend_per_profile() -> None:
          "--package-backend", "example-npu=HTP",
          "--op-package", str(EXAMPLES / "qnn_xml" / "soft_clip.xml")]
     )  # fmt: skip
-    from driver.device import Device
+    from nnhal.driver.device import Device
 
     devices = {p: Device(**device_options(args, p)) for p in args.profile}
     assert {p: d.extensions.backend for p, d in devices.items()} == {

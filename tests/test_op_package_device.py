@@ -9,11 +9,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from nnhal.driver.backends.explain import explain_model
+from nnhal.driver.device import Device
+from nnhal.driver.op_packages.discovery import discover, load_path
+from nnhal.driver.service import create_server
 
-from driver.backends.explain import explain_model
-from driver.device import Device
-from driver.op_packages.discovery import discover, load_path
-from driver.service import create_server
 from nnhal.builder import ModelBuilder
 from nnhal.client import connect
 from nnhal.errors import InvalidArgument
@@ -315,7 +315,8 @@ class _OemBackend:
         return True, ""
 
     def definition(self, op_type):
-        from driver.ops.registry import Arg, OperationDef
+        from nnhal.driver.ops.registry import Arg, OperationDef
+
         from nnhal.types import HalVersion
 
         if op_type != Op.OEM_OPERATION:
@@ -369,8 +370,8 @@ def test_kernel_results_are_fresh_arrays_of_the_output_type(tmp_path: Path) -> N
 
 
 def test_compile_with_extensions_helper(xml_pkgs) -> None:
-    from driver.executor.operands import map_model_pools
-    from driver.extensions import compile_with_extensions, fingerprint
+    from nnhal.driver.executor.operands import map_model_pools
+    from nnhal.driver.extensions import compile_with_extensions, fingerprint
 
     device = Device(op_packages=xml_pkgs)
     model = wm.model("qnn_xml")

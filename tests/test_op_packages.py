@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from nnhal.driver.op_packages import load_config
+from nnhal.driver.op_packages.generator import GENERATED_MARK, generate
+from nnhal.driver.op_packages.nnapi_types import extension_operand_types, nnapi_types, refused
+from nnhal.driver.op_packages.spec import ConfigError, PackageSpec, canonical_datatype
+from nnhal.tools.cli import main
 
-from driver.op_packages import load_config
-from driver.op_packages.generator import GENERATED_MARK, generate
-from driver.op_packages.nnapi_types import extension_operand_types, nnapi_types, refused
-from driver.op_packages.spec import ConfigError, PackageSpec, canonical_datatype
-from nnhal.cli import main
 from nnhal.types import OperandType as T
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -153,7 +153,7 @@ def test_generate_backend_filters_kernels(tmp_path: Path) -> None:
 def test_generate_bad_config_no_traceback(tmp_path: Path) -> None:
     bad = str(DATA / "invalid" / "columns_mismatch.ini")
     proc = subprocess.run(
-        [sys.executable, "-m", "nnhal.cli", "oppkg", "generate", bad, "--out", str(tmp_path)],
+        [sys.executable, "-m", "nnhal.tools.cli", "oppkg", "generate", bad, "--out", str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=60,

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from nnhal.driver.device import Device
+from nnhal.driver.op_packages.discovery import load_path
+from nnhal.driver.profile import ProfileError, parse_profile
+from nnhal.driver.service import create_server
 
-from driver.device import Device
-from driver.op_packages.discovery import load_path
-from driver.profile import ProfileError, parse_profile
-from driver.service import create_server
 from nnhal.builder import ModelBuilder
 from nnhal.client import connect
 from nnhal.errors import GeneralFailure, MissedDeadline
@@ -34,7 +34,7 @@ CONFIG = ROOT / "tests" / "data" / "op_packages" / "misbehaving" / "misbehaving.
 EXTENSION = "udo.misbehaving_package"
 OPS = ["Good", "Fail", "Hang", "Exit", "Crash", "Nap", "Pid", "Odd"]
 X = np.array([1, 2, 3, 4], np.float32)
-WORKER_MODULE = "driver.op_packages.worker"
+WORKER_MODULE = "nnhal.driver.op_packages.worker"
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -184,7 +184,7 @@ def test_hanging_kernel_never_holds_a_client_past_its_deadline(server) -> None:
 
 
 def test_cancelled_execution_stops_waiting_for_its_kernel(packages) -> None:
-    """A client that goes away cancels its execution (driver.executor.model.Cancel): a call
+    """A client that goes away cancels its execution (nnhal.driver.executor.model.Cancel): a call
     waiting on a hanging kernel ends within a slice (not at the 10-minute kernel limit),
     and its worker is replaced."""
 
@@ -196,7 +196,7 @@ def test_cancelled_execution_stops_waiting_for_its_kernel(packages) -> None:
 
 
 def _cancel_a_hanging_call(device) -> None:
-    from driver.executor.model import Cancel
+    from nnhal.driver.executor.model import Cancel
 
     compiled = device.prepareModel_1_3(model("Hang")).compiled
     runner = device.extensions.runner
@@ -253,7 +253,7 @@ def test_the_server_unpickles_arrays_and_numbers_only() -> None:
     import io
     import pickle
 
-    from driver.op_packages.processes import ResultUnpickler
+    from nnhal.driver.op_packages.processes import ResultUnpickler
 
     class Sneaky:
         def __reduce__(self):
@@ -274,7 +274,7 @@ def test_the_server_unpickles_arrays_and_numbers_only() -> None:
 
 
 def test_wire_carries_large_and_odd_arrays_and_fails_cleanly() -> None:
-    from driver.op_packages.worker import WireTimeout, read_message, send_message
+    from nnhal.driver.op_packages.worker import WireTimeout, read_message, send_message
 
     r, w = os.pipe()
     try:
@@ -434,7 +434,7 @@ def test_one_worker_serializes_calls_and_the_next_one_gets_the_replacement(packa
 
 
 def test_worker_that_cannot_start(packages, monkeypatch) -> None:
-    from driver.op_packages import processes
+    from nnhal.driver.op_packages import processes
 
     monkeypatch.setattr(
         processes, "command", lambda *a: [sys.executable, "-c", "import sys; sys.exit(5)"]
@@ -470,7 +470,7 @@ def test_closed_device_fails_kernel_calls(packages) -> None:
 def _serve(*extra: str) -> tuple[subprocess.Popen, str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nnhal.cli", "serve", "--address", "127.0.0.1:0",
+        [sys.executable, "-m", "nnhal.tools.cli", "serve", "--address", "127.0.0.1:0",
          "--op-package", str(CONFIG), *extra],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
     )  # fmt: skip

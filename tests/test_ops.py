@@ -11,6 +11,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from nnhal.driver.ops import quant
+from nnhal.driver.ops.common import fuse_float_activation
 from ops_harness import (
     NONE,
     QUANT,
@@ -33,8 +35,6 @@ from ops_harness import (
     u8,
 )
 
-from driver.ops import quant
-from driver.ops.common import fuse_float_activation
 from nnhal.types import FusedActivationFunc as Act
 from nnhal.types import HalVersion as V
 from nnhal.types import OperandType as T

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from nnhal.driver.ops import _act_util as fx
+from nnhal.driver.ops.registry import ValueNotConstant
 from ops_harness import (
     RNG,
     Bad,
@@ -29,8 +31,6 @@ from ops_harness import (
     u8,
 )
 
-from driver.ops import _act_util as fx
-from driver.ops.registry import ValueNotConstant
 from nnhal.types import HalVersion as V
 from nnhal.types import OperandType as T
 from nnhal.types import OperationType as Op
@@ -231,9 +231,8 @@ def test_quant_tanh_of_zero_is_the_zero_point():
 
 def test_elu_alpha_may_be_a_runtime_scalar():
     """A non-constant alpha passes validation; binding waits for its value."""
+    from nnhal.driver.ops.registry import validate_operation
     from ops_harness import context
-
-    from driver.ops.registry import validate_operation
 
     ctx = context(Op.ELU, [f32(), scalar(1.0, T.FLOAT32, const=False)], [F32_OUT])
     assert validate_operation(ctx) == V.V1_3

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from nnhal.driver.ops.registry import validate_operation
 from ops_harness import (
     RNG,
     Bad,
@@ -29,7 +30,6 @@ from ops_harness import (
     u8,
 )
 
-from driver.ops.registry import validate_operation
 from nnhal.errors import GeneralFailure
 from nnhal.types import HalVersion as V
 from nnhal.types import OperandType as T
@@ -236,7 +236,8 @@ def test_runtime_failure(case):
 
 
 def test_model_input_axis_and_k_through_the_executor():
-    from driver.executor import compile_model
+    from nnhal.driver.executor import compile_model
+
     from nnhal.builder import ModelBuilder
 
     mb = ModelBuilder()

@@ -13,10 +13,10 @@ import math
 import numpy as np
 import pytest
 from multi_output_harness import MultiRow, deq, literal_nms, quantize, soft_drop
+from nnhal.driver.ops._box_util import hard_suppress, nms, soft_suppress
+from nnhal.driver.ops.registry import validate_operation
 from ops_harness import Bad, context, f16, f32, i32, out, s8, scalar, t, u8
 
-from driver.ops._box_util import hard_suppress, nms, soft_suppress
-from driver.ops.registry import validate_operation
 from nnhal.errors import GeneralFailure
 from nnhal.types import HalVersion as V
 from nnhal.types import OperandType as T
@@ -612,7 +612,8 @@ def test_box_with_nms_limit_keeps_batches_apart():
 
 def test_box_with_nms_limit_with_a_run_time_limit_and_unknown_output_sizes():
     """max_detections as a model input (bound when the value arrives); outputs of unknown size."""
-    from driver.executor import compile_model
+    from nnhal.driver.executor import compile_model
+
     from nnhal.builder import ModelBuilder
 
     mb = ModelBuilder()

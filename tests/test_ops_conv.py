@@ -33,6 +33,7 @@ from conv_operands import (
     ints,
     per_channel,
 )
+from nnhal.driver.ops import conv as conv_ops
 from ops_harness import (
     NONE,
     Row,
@@ -49,7 +50,6 @@ from ops_harness import (
     u8,
 )
 
-from driver.ops import conv as conv_ops
 from nnhal.types import FusedActivationFunc as Act
 from nnhal.types import HalVersion as V
 from nnhal.types import OperationType as Op

@@ -22,9 +22,9 @@ from conv_operands import (
     ints,
     per_channel,
 )
+from nnhal.driver.ops.registry import validate_operation
 from ops_harness import NONE, Bad, assert_matches, context, f16, f32, i32, ivec, out, scalar, t, u8
 
-from driver.ops.registry import validate_operation
 from nnhal.errors import GeneralFailure
 from nnhal.types import OperandType as T
 from nnhal.types import OperationType as Op

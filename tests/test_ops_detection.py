@@ -13,9 +13,9 @@ import math
 import numpy as np
 import pytest
 from multi_output_harness import MultiRow, deq, literal_nms, quantize
+from nnhal.driver.ops.registry import validate_operation
 from ops_harness import Bad, context, f16, f32, out, s8, scalar, t, u8
 
-from driver.ops.registry import validate_operation
 from nnhal.errors import GeneralFailure
 from nnhal.types import HalVersion as V
 from nnhal.types import OperandType as T

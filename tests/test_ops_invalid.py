@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from nnhal.driver.ops.registry import validate_operation
 from ops_harness import (
     F32_OUT,
     NONE,
@@ -28,7 +29,6 @@ from ops_harness import (
     u8,
 )
 
-from driver.ops.registry import validate_operation
 from nnhal.errors import GeneralFailure
 from nnhal.types import FusedActivationFunc as Act
 from nnhal.types import OperandType as T

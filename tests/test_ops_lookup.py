@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from nnhal.driver.ops.registry import validate_operation
 from ops_harness import (
     RNG,
     Bad,
@@ -26,7 +27,6 @@ from ops_harness import (
     u8,
 )
 
-from driver.ops.registry import validate_operation
 from nnhal.errors import GeneralFailure
 from nnhal.types import HalVersion as V
 from nnhal.types import OperandType as T

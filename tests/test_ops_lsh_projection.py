@@ -13,10 +13,10 @@ import struct
 
 import numpy as np
 import pytest
+from nnhal.driver.ops.lsh_projection import fingerprint64
+from nnhal.driver.ops.registry import OperandInfo, validate_operation
 from ops_harness import RNG, Bad, X, context, f16, f32, i32, out, scalar, t
 
-from driver.ops.lsh_projection import fingerprint64
-from driver.ops.registry import OperandInfo, validate_operation
 from nnhal.errors import GeneralFailure
 from nnhal.types import HalVersion as V
 from nnhal.types import OperandType as T

@@ -18,10 +18,10 @@ from lstm_reference import (
     run,
     tensor,
 )
+from nnhal.driver.ops.lstm import LSTM_DEF
+from nnhal.driver.ops.registry import lookup
 from ops_harness import out, scalar
 
-from driver.ops.lstm import LSTM_DEF
-from driver.ops.registry import lookup
 from nnhal.errors import GeneralFailure
 from nnhal.types import HalVersion as V
 from nnhal.types import OperandType as T
@@ -381,7 +381,7 @@ def while_lstm_model(cell: Cell, steps: int, n_in: int):
 @registered
 @pytest.mark.parametrize("kw", [{}, {"cifg": True, "peephole": True, "projection": True}])
 def test_lstm_state_through_while(kw):
-    from driver.executor import compile_model
+    from nnhal.driver.executor import compile_model
 
     n_in, n_cell = 3, 5
     cell = Cell.random(n_in, n_cell, 4 if kw.get("projection") else None, **kw)
@@ -400,7 +400,8 @@ def test_lstm_state_through_while(kw):
 @registered
 def test_activation_and_clip_given_at_execution():
     """Scalars that are model inputs are bound when the execution gives them."""
-    from driver.executor import compile_model
+    from nnhal.driver.executor import compile_model
+
     from nnhal.builder import ModelBuilder
 
     cell = Cell.random(3, 4, peephole=True)

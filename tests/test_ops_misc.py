@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from nnhal.driver.executor import compile_model
+from nnhal.driver.ops.registry import validate_operation
 from ops_harness import (
     Bad,
     X,
@@ -28,8 +30,6 @@ from ops_harness import (
     u8,
 )
 
-from driver.executor import compile_model
-from driver.ops.registry import validate_operation
 from nnhal.builder import ModelBuilder
 from nnhal.errors import GeneralFailure
 from nnhal.types import HalVersion as V

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from nnhal.driver.ops.normalization import inv_sqrt_multiplier
 from ops_harness import Bad, Row, f16, f32, out, s8, scalar, t, u8
 
-from driver.ops.normalization import inv_sqrt_multiplier
 from nnhal.types import HalVersion as V
 from nnhal.types import OperandType as T
 from nnhal.types import OperationType as Op

@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from nnhal.driver.ops.registry import OpContext, lookup, validate_operation
 from ops_harness import (
     WHERE,
     Bad,
@@ -26,7 +27,6 @@ from ops_harness import (
     u8,
 )
 
-from driver.ops.registry import OpContext, lookup, validate_operation
 from nnhal.errors import InvalidArgument
 from nnhal.types import HalVersion as V
 from nnhal.types import OperandType as T

@@ -11,11 +11,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from lstm_reference import GATES, Bad, Omit, context, run, tensor
+from nnhal.driver.ops import _lstm_fixedpoint as fx
+from nnhal.driver.ops.quantized_lstm import QUANTIZED_16BIT_DEF, QUANTIZED_LSTM_DEF
+from nnhal.driver.ops.registry import lookup
 from ops_harness import RNG, out, scalar
 
-from driver.ops import _lstm_fixedpoint as fx
-from driver.ops.quantized_lstm import QUANTIZED_16BIT_DEF, QUANTIZED_LSTM_DEF
-from driver.ops.registry import lookup
 from nnhal.errors import GeneralFailure
 from nnhal.types import HalVersion as V
 from nnhal.types import OperandType as T
@@ -450,7 +450,8 @@ def test_quantized_lstm_rejects(row):
 @pytest.mark.skipif(lookup(Op.QUANTIZED_16BIT_LSTM) is None, reason="not registered")
 def test_quantized_16bit_states_through_while():
     """(cell int16, output uint8) fed back: equals repeated direct kernel calls."""
-    from driver.executor import compile_model
+    from nnhal.driver.executor import compile_model
+
     from nnhal.builder import ModelBuilder
 
     ins, _ = q16_case(batch=1, n_in=2, n_out=4)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from nnhal.driver.executor import compile_model
+from nnhal.driver.ops.random_multinomial import philox4x32_10, philox_words, uniform_doubles
+from nnhal.driver.ops.registry import validate_operation
 from ops_harness import Bad, X, context, f16, f32, i32, ivec, out, scalar
 
-from driver.executor import compile_model
-from driver.ops.random_multinomial import philox4x32_10, philox_words, uniform_doubles
-from driver.ops.registry import validate_operation
 from nnhal.builder import ModelBuilder
 from nnhal.tolerance import check_multinomial
 from nnhal.types import HalVersion as V

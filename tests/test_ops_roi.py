@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 import pytest
+from nnhal.driver.ops.registry import validate_operation
 from ops_harness import (
     Bad,
     Row,
@@ -30,7 +31,6 @@ from ops_harness import (
     u8,
 )
 
-from driver.ops.registry import validate_operation
 from nnhal.errors import GeneralFailure
 from nnhal.types import HalVersion as V
 from nnhal.types import OperandType as T

@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from lstm_reference import F16, F32, Bad, Cell, Omit, assert_close, fscalar, rand, run, tensor
+from nnhal.driver.ops.registry import lookup
+from nnhal.driver.ops.sequence_lstm import BIDIRECTIONAL_DEF, UNIDIRECTIONAL_DEF
 from ops_harness import out, scalar
 
-from driver.ops.registry import lookup
-from driver.ops.sequence_lstm import BIDIRECTIONAL_DEF, UNIDIRECTIONAL_DEF
 from nnhal.types import HalVersion as V
 from nnhal.types import OperandType as T
 from nnhal.types import OperationType as Op
@@ -363,7 +363,8 @@ def test_sequence_lstm_rejects(row):
 )
 def test_unidirectional_states_through_while():
     """Each iteration runs the sequence again from the carried (h, c)."""
-    from driver.executor import compile_model
+    from nnhal.driver.executor import compile_model
+
     from nnhal.builder import ModelBuilder
 
     steps, n_in, n_cell, rounds = 3, 2, 4, 5

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from nnhal.driver.ops.registry import OpContext, lookup, validate_operation
 from ops_harness import (
     WHERE,
     Bad,
@@ -27,7 +28,6 @@ from ops_harness import (
     u8,
 )
 
-from driver.ops.registry import OpContext, lookup, validate_operation
 from nnhal.errors import GeneralFailure, InvalidArgument
 from nnhal.types import HalVersion as V
 from nnhal.types import OperandType as T

@@ -13,6 +13,7 @@ from itertools import product
 
 import numpy as np
 import pytest
+from nnhal.driver.ops.registry import validate_operation
 from ops_harness import (
     Bad,
     Row,
@@ -29,7 +30,6 @@ from ops_harness import (
     u8,
 )
 
-from driver.ops.registry import validate_operation
 from nnhal.errors import GeneralFailure
 from nnhal.types import HalVersion as V
 from nnhal.types import OperandType as T

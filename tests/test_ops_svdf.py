@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from nnhal.driver.executor import compile_model
+from nnhal.driver.ops.registry import OperandInfo, validate_operation
 from ops_harness import RNG, Bad, X, context, out, scalar
 
-from driver.executor import compile_model
-from driver.ops.registry import OperandInfo, validate_operation
 from nnhal.builder import ModelBuilder
 from nnhal.errors import GeneralFailure
 from nnhal.types import HalVersion as V

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from nnhal.driver.ops.registry import lookup, validate_operation
 from ops_harness import Bad, Row, context, f16, f32, i32, out, s8, scalar, t, u8
 
-from driver.ops.registry import lookup, validate_operation
 from nnhal.types import HalVersion as V
 from nnhal.types import OperandType as T
 from nnhal.types import OperationType as Op

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from driver.profile import (
+from nnhal.driver.profile import (
     CAPABILITY_OPERAND_TYPES,
     Profile,
     ProfileError,
@@ -14,6 +13,7 @@ from driver.profile import (
     load_profile,
     parse_profile,
 )
+
 from nnhal.types import DeviceType, OperandType, OperationType
 
 
@@ -195,7 +195,7 @@ def test_parse_profile_from_data():
 
 
 def test_op_package_backend_key(tmp_path):
-    from driver.device import Device
+    from nnhal.driver.device import Device
 
     path = tmp_path / "htp.toml"
     path.write_text('name = "htp"\nop_package_backend = "HTP"\n')

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from driver.ops import registry
-from driver.ops.registry import (
+from nnhal.driver.ops import registry
+from nnhal.driver.ops.registry import (
     PLANNED_BY_ISSUE,
     OpContext,
     OperandInfo,
@@ -21,6 +20,7 @@ from driver.ops.registry import (
     scalar_input_indexes,
     validate_operation,
 )
+
 from nnhal.errors import InvalidArgument
 from nnhal.types import OPERAND_TYPE_INFO, HalVersion, OperandType, OperationType
 

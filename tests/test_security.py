@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2 as hpb
 from grpc_health.v1 import health_pb2_grpc as hgrpc
+from nnhal.driver.device import Device
+from nnhal.driver.security import CallGuard, ServerSecurity, peer_is_local
+from nnhal.driver.server import create_server
 
-from driver.device import Device
-from driver.security import CallGuard, ServerSecurity, peer_is_local
-from driver.server import create_server
 from nnhal._client_security import ClientSecurity, is_loopback_host, open_channel, split_host
 from nnhal._proto.v1_3 import device_pb2 as dpb
 from nnhal._proto.v1_3 import device_pb2_grpc as dgrpc
@@ -328,7 +328,7 @@ def test_insecure_exposure_is_refused_unless_allowed() -> None:
 
 
 def test_cli_serve_refuses_insecure_exposure(capsys) -> None:
-    from nnhal.cli import main
+    from nnhal.tools.cli import main
 
     assert main(["serve", "--address", "0.0.0.0:0"]) == 2
     err = capsys.readouterr().err
@@ -360,7 +360,7 @@ def _check(stub, service: str) -> int:
 
 
 def test_health_statuses_follow_devices(tmp_path) -> None:
-    from driver.profile import load_profile
+    from nnhal.driver.profile import load_profile
 
     second = tmp_path / "second.toml"
     second.write_text('name = "second"\n')
@@ -415,9 +415,8 @@ def test_health_statuses_follow_devices(tmp_path) -> None:
 def test_cli_clients_with_tls_and_token(pki, tmp_path, capsys, monkeypatch) -> None:
     import json
 
+    from nnhal.tools.cli import main
     from test_cli import write_model
-
-    from nnhal.cli import main
 
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
@@ -455,7 +454,7 @@ def test_cli_clients_with_tls_and_token(pki, tmp_path, capsys, monkeypatch) -> N
 def test_stress_and_resources_with_tls_and_token(pki, tmp_path, capsys, monkeypatch) -> None:
     import json
 
-    from nnhal.cli import main
+    from nnhal.tools.cli import main
 
     for variable in ("NNHAL_TOKEN", "NNHAL_TOKEN_FILE", "NNHAL_TLS_CA"):
         # export_client_options sets them in os.environ: set then delete, so that

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from nnhal.driver.cache_paths import confine, open_cache_file
+from nnhal.driver.device import Device
+from nnhal.driver.security import _CALL_IS_LOCAL, ServerSecurity
+from nnhal.driver.server import create_server
 
-from driver.cache_paths import confine, open_cache_file
-from driver.device import Device
-from driver.security import _CALL_IS_LOCAL, ServerSecurity
-from driver.server import create_server
 from nnhal._client_security import ClientSecurity
 from nnhal.builder import ModelBuilder
 from nnhal.client import connect
@@ -138,7 +138,7 @@ def test_confined_cache_never_writes_outside(confined, roots) -> None:
 
 
 def test_exposed_server_confines_cache_files_to_its_cache_dir(tmp_path) -> None:
-    from driver.cache import CompilationCache
+    from nnhal.driver.cache import CompilationCache
 
     plain, with_dir = Device(), Device()
     with_dir.cache = CompilationCache(tmp_path / "server-cache")
@@ -264,7 +264,7 @@ def test_segment_bounds(client_device) -> None:
 
 
 def test_remote_callers_cannot_name_segments() -> None:
-    from driver.memory import attach_shared_memory
+    from nnhal.driver.memory import attach_shared_memory
 
     mark = _CALL_IS_LOCAL.set(False)  # as the interceptor marks a call from another host
     try:
@@ -377,7 +377,7 @@ def test_model_naming_an_extension_imports_nothing(client_device, tmp_path, monk
     (pkg / "spec.json").write_text('{"spec": {}}')
     monkeypatch.syspath_prepend(str(tmp_path))
     calls = []
-    from driver.op_packages import discovery, runtime
+    from nnhal.driver.op_packages import discovery, runtime
 
     for mod, name in (
         (discovery, "discover"),

@@ -607,7 +607,7 @@ class _FakeDevice:
 
 @pytest.fixture
 def fake_client():
-    from driver.service import create_server
+    from nnhal.driver.service import create_server
 
     server, address = create_server(_FakeDevice(), "127.0.0.1:0", max_workers=2)
     device = connect(address)
@@ -687,12 +687,12 @@ def test_every_reply_is_a_status_never_a_grpc_error(client_device) -> None:
 
 
 # ---------------------------------------------------------------------------
-# driver.memory
+# nnhal.driver.memory
 # ---------------------------------------------------------------------------
 
 
 def test_map_pool_forms() -> None:
-    from driver.memory import MappedPools, map_pool
+    from nnhal.driver.memory import MappedPools, map_pool
 
     original = b"\x01\x02\x03"
     view = map_pool(InlineMemory(original))
@@ -734,8 +734,8 @@ def test_hal_errors_keep_their_class_through_the_wire(add_prepared) -> None:
 # ---------------------------------------------------------------------------
 
 _SERVE = (
-    "from driver.device import Device\n"
-    "from driver.service import serve_forever\n"
+    "from nnhal.driver.device import Device\n"
+    "from nnhal.driver.service import serve_forever\n"
     "serve_forever(Device(), '127.0.0.1:0', on_ready=lambda a: print(a, flush=True))\n"
 )
 

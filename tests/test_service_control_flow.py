@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from nnhal.tools.bench import STATE0, B, W, fibonacci_while_model
 
-from nnhal.bench import STATE0, B, W, fibonacci_while_model
 from nnhal.builder import ModelBuilder
 from nnhal.errors import GeneralFailure, InvalidArgument, MissedDeadline
 from nnhal.types import DeviceStatus, OperandType, OperationType

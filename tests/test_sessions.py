@@ -1,4 +1,4 @@
-"""Client sessions (driver.sessions, nnhal._client_session) and cancellable executions.
+"""Client sessions (nnhal.driver.sessions, nnhal._client_session) and cancellable executions.
 
 A client's objects are released when it closes its Device, when it drops the
 Device without closing it, and when it dies (a real client process killed
@@ -21,14 +21,14 @@ from pathlib import Path
 import grpc
 import numpy as np
 import pytest
+from nnhal.cts.families.control_flow import infinite_loop
+from nnhal.driver._service_support import Registry
+from nnhal.driver.device import Device as DriverDevice
+from nnhal.driver.executor import compile_model
+from nnhal.driver.executor.model import Cancel
+from nnhal.driver.server import create_server
+from nnhal.driver.sessions import MAX_LEASE_MS, MIN_LEASE_MS, SessionTable
 
-from cts.families.control_flow import infinite_loop
-from driver._service_support import Registry
-from driver.device import Device as DriverDevice
-from driver.executor import compile_model
-from driver.executor.model import Cancel
-from driver.server import create_server
-from driver.sessions import MAX_LEASE_MS, MIN_LEASE_MS, SessionTable
 from nnhal import control
 from nnhal._proto.v1_3 import control_pb2 as cpb
 from nnhal._proto.v1_3 import control_pb2_grpc as cgrpc
@@ -171,8 +171,8 @@ def test_registry_tracks_owners_through_pop_take_and_eviction():
 
 
 def test_an_evicted_fence_is_put_in_error_so_its_waiters_end():
-    from driver._service_support import ServiceState
-    from driver.fences import ERROR, Fence
+    from nnhal.driver._service_support import ServiceState
+    from nnhal.driver.fences import ERROR, Fence
 
     state = ServiceState(DriverDevice())
     waited = Fence(client_created=True)

@@ -39,7 +39,7 @@ import time
 
 import numpy as np
 
-from driver.op_packages.runtime import FAST, implementation
+from nnhal.driver.op_packages.runtime import FAST, implementation
 
 GATE = os.environ["NNHAL_TEST_GATE"]
 
@@ -78,7 +78,7 @@ class Server:
         self.gate = tmp_path / "gate"
         env = {**os.environ, "NNHAL_TEST_GATE": str(self.gate), "PYTHONPATH": str(ROOT)}
         env.pop("NNHAL_TOKEN", None)
-        command = [sys.executable, "-m", "nnhal.cli", "serve", "--address", "127.0.0.1:0"]
+        command = [sys.executable, "-m", "nnhal.tools.cli", "serve", "--address", "127.0.0.1:0"]
         # the kernel is held for as long as the test needs: no kernel timeout in between
         profile = tmp_path / "gated.toml"
         profile.write_text('name = "gated"\nop_package_kernel_timeout_ms = 600000\n')
@@ -207,7 +207,7 @@ def test_second_signal_stops_at_once(start) -> None:
 
 
 def test_bad_grace_is_a_usage_error(capsys) -> None:
-    from nnhal.cli import main
+    from nnhal.tools.cli import main
 
     assert main(["serve", "--grace", "-1"]) == 2
     assert "--grace must be >= 0" in capsys.readouterr().err

@@ -15,10 +15,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-
-from nnhal.cli import main
-from nnhal.stress import checked_figures, compare, settled_usage
-from nnhal.stress_client import DEFAULT_WEIGHTS, KINDS, add_model, plan_kinds
+from nnhal.tools.cli import main
+from nnhal.tools.stress import checked_figures, compare, settled_usage
+from nnhal.tools.stress_client import DEFAULT_WEIGHTS, KINDS, add_model, plan_kinds
 
 
 def _run(capsys, *args: str) -> tuple[int, dict]:
@@ -115,8 +114,9 @@ def test_plan_kinds_covers_then_draws_by_weight() -> None:
 
 @pytest.fixture
 def fresh_server():
-    from driver.device import Device
-    from driver.service import create_server
+    from nnhal.driver.device import Device
+    from nnhal.driver.service import create_server
+
     from nnhal.control import Control
 
     server, address = create_server(Device(), "127.0.0.1:0")
@@ -165,8 +165,9 @@ def _holding_objects(device: Any) -> Iterator[None]:
 
 @pytest.mark.timeout(120)
 def test_resource_usage_sees_objects_handles_and_threads(fresh_server, capsys) -> None:
+    from nnhal.tools.stress import _saturate
+
     from nnhal.client import connect
-    from nnhal.stress import _saturate
 
     address, control = fresh_server
     with connect(address, session=False) as device:
@@ -209,9 +210,10 @@ def test_resource_usage_sees_objects_handles_and_threads(fresh_server, capsys) -
 
 @pytest.mark.timeout(60)
 def test_executions_in_flight_are_counted(fresh_server) -> None:
+    from nnhal.tools.stress_client import INFINITE_INPUTS, infinite_model
+
     from nnhal.client import connect
     from nnhal.errors import MissedDeadline
-    from nnhal.stress_client import INFINITE_INPUTS, infinite_model
 
     address, control = fresh_server
     with connect(address, session=False) as device:
@@ -237,9 +239,10 @@ def test_compare_rss_rule() -> None:
 
 @pytest.mark.timeout(300)
 def test_clients_use_the_chosen_device(capsys) -> None:
-    from driver.device import Device
-    from driver.profile import load_profile
-    from driver.service import create_server
+    from nnhal.driver.device import Device
+    from nnhal.driver.profile import load_profile
+    from nnhal.driver.service import create_server
+
     from nnhal.control import Control
 
     devices = [Device(load_profile("default")), Device(load_profile("example-npu"))]

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from nnhal.driver.backends import OpQuery
+from nnhal.driver.backends.reference import ReferenceBackend
+from nnhal.driver.device import Device
+from nnhal.driver.ops import registry
+from nnhal.driver.profile import parse_profile
+from nnhal.driver.support import SupportChecker
 
-from driver.backends import OpQuery
-from driver.backends.reference import ReferenceBackend
-from driver.device import Device
-from driver.ops import registry
-from driver.profile import parse_profile
-from driver.support import SupportChecker
 from nnhal.builder import ModelBuilder
 from nnhal.errors import InvalidArgument
 from nnhal.types import OperandType, OperationType

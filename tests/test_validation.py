@@ -1,6 +1,6 @@
 """Tests for nnhal.validation.validate_model: the whole-model, operand, operation,
 input/output and graph rules (hal13.md §4.1-§4.5), plus the structural side of
-the VTS mutations of cts.mutations.
+the VTS mutations of nnhal.cts.mutations.
 
 Every invalid case asserts InvalidArgument and that the message names the
 subgraph / operation / operand concerned and the rule. IF/WHILE and cycles are
@@ -15,6 +15,7 @@ import math
 from dataclasses import replace
 
 import pytest
+from nnhal.cts.mutations import MUTATION_FAMILIES, model_mutations
 from validation_models import (  # tests/validation_models.py
     F32,
     L,
@@ -30,7 +31,6 @@ from validation_models import (  # tests/validation_models.py
     with_subgraph,
 )
 
-from cts.mutations import MUTATION_FAMILIES, model_mutations
 from nnhal.builder import ModelBuilder
 from nnhal.errors import InvalidArgument
 from nnhal.types import (

@@ -1,4 +1,4 @@
-"""Every VTS model mutation (cts.mutations) is INVALID_ARGUMENT, on the device and over gRPC.
+"""Every VTS model mutation (nnhal.cts.mutations) is INVALID_ARGUMENT, on the device and over gRPC.
 
 As VTS ValidateModel does (hal13.md §5.4): for each mutated model,
 ``getSupportedOperations_1_3`` and ``prepareModel_1_3`` must both fail with
@@ -14,9 +14,9 @@ check that the server still answers afterwards).
 from __future__ import annotations
 
 import pytest
+from nnhal.cts.mutations import model_mutations, preference_mutations, priority_mutations
 from validation_models import add_model, if_model, while_model
 
-from cts.mutations import model_mutations, preference_mutations, priority_mutations
 from nnhal.errors import HalError, InvalidArgument
 from nnhal.types import DeviceStatus, ExecutionPreference, Model, Priority
 

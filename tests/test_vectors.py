@@ -400,7 +400,7 @@ FOUNDATION_COUNT = 720
 
 def implemented_operations() -> str:
     """Every registered operation plus IF and WHILE: what CI requires to pass."""
-    from driver.ops.registry import registered
+    from nnhal.driver.ops.registry import registered
 
     names = {OperationType(op).name for op in registered()} | {"IF", "WHILE"}
     return ",".join(sorted(names))
@@ -445,7 +445,7 @@ def ci_selection(vectors_dir) -> tuple[str, int]:
 def _run_vectors_command(
     capsys, vectors_dir: Path, tmp_path: Path, selection: tuple[str, int], *extra: str
 ) -> list[dict]:
-    from nnhal.cli import main
+    from nnhal.tools.cli import main
 
     report = tmp_path / "report.json"
     code = main(
@@ -486,7 +486,7 @@ def test_ci_vectors_against_nnhal_serve(vectors_dir, ci_selection, tmp_path, cap
     log_path = tmp_path / "serve.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "nnhal.cli", "serve", "--address", "127.0.0.1:0"],
+            [sys.executable, "-m", "nnhal.tools.cli", "serve", "--address", "127.0.0.1:0"],
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,

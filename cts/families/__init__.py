@@ -9,7 +9,7 @@ file stays valid); capabilities are probed by the tests themselves, once
 probe's reason.
 
 ``Library`` is the spec library expanded into generated test models
-(``cts.specs`` + ``cts.variations``), built once per run.
+(``nnhal.cts.specs`` + ``nnhal.cts.variations``), built once per run.
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ import importlib
 from dataclasses import dataclass, field
 from types import ModuleType
 
-from cts.dsl import SpecDef
-from cts.specs import load_library
-from cts.variations import GeneratedModel, expand
+from nnhal.cts.dsl import SpecDef
+from nnhal.cts.specs import load_library
+from nnhal.cts.variations import GeneratedModel, expand
 
 __all__ = ["DEFAULT_FAMILIES", "FAMILIES", "Library", "family_module"]
 
-#: family name -> module (under cts.families), in run order
+#: family name -> module (under nnhal.cts.families), in run order
 FAMILIES: dict[str, str] = {
     "basic": "basic",
     "generated": "generated",
@@ -46,7 +46,7 @@ DEFAULT_FAMILIES = tuple(f for f in FAMILIES if f != "vectors")  # noqa: RUF100
 
 
 def family_module(name: str) -> ModuleType:
-    return importlib.import_module(f"cts.families.{FAMILIES[name]}")
+    return importlib.import_module(f"nnhal.cts.families.{FAMILIES[name]}")
 
 
 @dataclass

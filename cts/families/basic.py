@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from cts.core import TestCase, check, fail
+from nnhal.cts.core import TestCase, check, fail
+
 from nnhal.builder import ModelBuilder
 from nnhal.errors import HalError
 from nnhal.types import (

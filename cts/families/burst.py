@@ -11,8 +11,9 @@ the control-flow family.
 
 from __future__ import annotations
 
-from cts.core import TestCase, coverage_of
-from cts.paths import run_test_model
+from nnhal.cts.core import TestCase, coverage_of
+from nnhal.cts.paths import run_test_model
+
 from nnhal.errors import HalError
 
 FAMILY = "burst"

@@ -25,8 +25,9 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from cts.core import TestCase, check, fail, skip
-from cts.paths import check_success, execute, layout
+from nnhal.cts.core import TestCase, check, fail, skip
+from nnhal.cts.paths import check_success, execute, layout
+
 from nnhal import convert as cv
 from nnhal._proto.v1_3 import device_pb2 as dpb
 from nnhal._proto.v1_3 import types_pb2 as tpb

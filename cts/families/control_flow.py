@@ -38,9 +38,9 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+from nnhal.cts.core import TestCase, check, fail, skip
+from nnhal.cts.paths import MISSED_DEADLINE, execute
 
-from cts.core import TestCase, check, fail, skip
-from cts.paths import MISSED_DEADLINE, execute
 from nnhal._client_io import IoPlan
 from nnhal.builder import ModelBuilder, SubgraphBuilder
 from nnhal.errors import HalError

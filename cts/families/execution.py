@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from cts.core import Failure, TestCase, check, coverage_of, skip
-from cts.paths import (
+from nnhal.cts.core import Failure, TestCase, check, coverage_of, skip
+from nnhal.cts.paths import (
     check_insufficient,
     check_success,
     execute,
@@ -28,6 +28,7 @@ from cts.paths import (
     layout,
     run_test_model,
 )
+
 from nnhal.errors import HalError
 
 FAMILY = "execution"

@@ -21,10 +21,10 @@ not run before the fence signals, and runs correctly after.
 from __future__ import annotations
 
 import numpy as np
+from nnhal.cts.core import TestCase, check, coverage_of, skip
+from nnhal.cts.paths import check_success, check_timing, execute, has_unknown_outputs, layout
+from nnhal.cts.target import add_model
 
-from cts.core import TestCase, check, coverage_of, skip
-from cts.paths import check_success, check_timing, execute, has_unknown_outputs, layout
-from cts.target import add_model
 from nnhal._client_io import IoPlan
 from nnhal.errors import HalError
 from nnhal.types import ErrorStatus, OutputShape

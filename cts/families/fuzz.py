@@ -1,7 +1,7 @@
 """Family "fuzz": seeded random models against the reference executor.
 
 ``--fuzz-count N`` models (default 40: a quarter each of single-operation,
-small, large and nested IF/WHILE models, ``cts.fuzz_gen``) from ``--seed``.
+small, large and nested IF/WHILE models, ``nnhal.cts.fuzz_gen``) from ``--seed``.
 Each runs on the reference (the driver's own executor, in this process,
 imported lazily) for the expected outputs, then on the target (skipped when
 the target reports an operation unsupported), compared with the tolerance
@@ -16,9 +16,10 @@ import re
 import threading
 from pathlib import Path
 
-from cts.core import Failure, TestCase, coverage_of, fail
-from cts.fuzz_gen import CATEGORIES, random_model
-from cts.paths import run_test_model
+from nnhal.cts.core import Failure, TestCase, coverage_of, fail
+from nnhal.cts.fuzz_gen import CATEGORIES, random_model
+from nnhal.cts.paths import run_test_model
+
 from nnhal.vectors import TestModel, save_vectors
 
 FAMILY = "fuzz"
@@ -33,7 +34,7 @@ def reference_outputs(model, inputs):
     One at a time: the reference is a library here, not a server, and its
     first use loads the operation registry.
     """
-    from driver.device import Device  # lazily: only the fuzz family needs the reference
+    from nnhal.driver.device import Device  # lazily: only the fuzz family needs the reference
 
     with _REFERENCE_LOCK:
         prepared = Device().prepareModel_1_3(model)

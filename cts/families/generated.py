@@ -13,8 +13,8 @@ one ERROR test naming it.
 
 from __future__ import annotations
 
-from cts.core import TestCase, coverage_of, fail
-from cts.paths import run_test_model
+from nnhal.cts.core import TestCase, coverage_of, fail
+from nnhal.cts.paths import run_test_model
 
 FAMILY = "generated"
 

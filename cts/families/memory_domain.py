@@ -25,10 +25,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+from nnhal.cts.core import Problems, TestCase, check
+from nnhal.cts.paths import execute
+from nnhal.cts.target import add_model
 
-from cts.core import Problems, TestCase, check
-from cts.paths import execute
-from cts.target import add_model
 from nnhal._client_io import IoPlan
 from nnhal.client import PreparedModel
 from nnhal.errors import HalError

@@ -1,7 +1,7 @@
 """Family "model-validation": invalid models get INVALID_ARGUMENT (VTS ValidateModel).
 
 For the base model of every spec, one test per mutation family of
-``cts.mutations`` (hal13.md §5.4, items 1-19); for each data-type variation
+``nnhal.cts.mutations`` (hal13.md §5.4, items 1-19); for each data-type variation
 the families whose mutations depend on operand types (2-5, and 10 for specs
 without subgraphs); graph variations add nothing, as in VTS. Every mutated model
 must get INVALID_ARGUMENT from getSupportedOperations_1_3 and from
@@ -30,13 +30,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 import grpc
-
-from cts.core import Problems, TestCase, check, coverage_of, skip
-from cts.mutations import (
+from nnhal.cts.core import Problems, TestCase, check, coverage_of, skip
+from nnhal.cts.mutations import (
     MUTATION_FAMILIES,
     preference_mutations,
     priority_mutations,
 )
+
 from nnhal import convert as cv
 from nnhal._proto.v1_3 import device_pb2 as dpb
 from nnhal.builder import ModelBuilder

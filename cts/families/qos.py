@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import time
 
-from cts.core import Problems, TestCase, check, coverage_of
-from cts.paths import MISSED_DEADLINE, check_error, check_success, execute, layout
+from nnhal.cts.core import Problems, TestCase, check, coverage_of
+from nnhal.cts.paths import MISSED_DEADLINE, check_error, check_success, execute, layout
+
 from nnhal.errors import HalError
 from nnhal.types import TIME_POINT_MAX_NS, ErrorStatus, Priority
 

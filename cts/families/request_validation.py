@@ -25,8 +25,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import replace
 
-from cts.core import Problems, TestCase, coverage_of
-from cts.paths import check_error, check_success, execute, layout
+from nnhal.cts.core import Problems, TestCase, coverage_of
+from nnhal.cts.paths import check_error, check_success, execute, layout
+
 from nnhal.errors import HalError
 from nnhal.types import (
     ErrorStatus,

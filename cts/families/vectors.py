@@ -9,7 +9,8 @@ file that cannot be read is one failing test naming it.
 
 from __future__ import annotations
 
-from cts.core import TestCase, coverage_of, fail, skip
+from nnhal.cts.core import TestCase, coverage_of, fail, skip
+
 from nnhal.vector_runner import FAILED, SKIPPED
 from nnhal.vector_runner import run_test_model as run_vector
 from nnhal.vectors import find_vector_files, load_vectors

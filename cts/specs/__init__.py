@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
 
-from cts.dsl import SpecDef
+from nnhal.cts.dsl import SpecDef
 
 __all__ = ["load_library"]
 
@@ -49,7 +49,7 @@ def load_library(extra: Iterable[str | Path] = ()) -> tuple[list[SpecDef], list[
     """
     modules: list[tuple[str, ModuleType | None, str]] = []
     for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        source = f"cts.specs.{info.name}"
+        source = f"nnhal.cts.specs.{info.name}"
         try:
             modules.append((source, importlib.import_module(source), ""))
         except Exception as e:  # noqa: BLE001 - a broken spec file is reported, not fatal

@@ -6,8 +6,7 @@ bool8 spec; the expected values come from numpy so the six stay in step.
 """
 
 import numpy as np
-
-from cts.dsl import BOOL8, F32, FLOAT_AND_QUANT8, I32, spec
+from nnhal.cts.dsl import BOOL8, F32, FLOAT_AND_QUANT8, I32, spec
 
 _NUMPY = {
     "EQUAL": np.equal,

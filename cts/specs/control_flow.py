@@ -6,10 +6,10 @@ input-output, state-only and input-only values, loops that run zero times
 (also from constant initial values), a WHILE inside a WHILE body, an IF
 inside a WHILE inside an IF, IF nested three deep, and a Fibonacci loop on
 FULLY_CONNECTED. Loop timeouts and the support rule are not specs: they are
-the control-flow family (``cts.families.control_flow``).
+the control-flow family (``nnhal.cts.families.control_flow``).
 """
 
-from cts.dsl import BOOL8, F32, FLOAT_AND_QUANT8, I32, spec
+from nnhal.cts.dsl import BOOL8, F32, FLOAT_AND_QUANT8, I32, spec
 
 Q = (0.5, 128)
 

@@ -4,7 +4,7 @@ Float values are multiples of 0.5 inside [-64, 63.5] so that the quantized
 variations (scale 0.5, zero point 128 / 0) represent them exactly.
 """
 
-from cts.dsl import F32, FLOAT_AND_QUANT8, FLOAT_VARIATIONS, I32, spec
+from nnhal.cts.dsl import F32, FLOAT_AND_QUANT8, FLOAT_VARIATIONS, I32, spec
 
 Q = (0.5, 128)
 

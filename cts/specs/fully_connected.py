@@ -1,6 +1,6 @@
 """Specs: FULLY_CONNECTED (batches, bias, activations, quantized with an int32 bias)."""
 
-from cts.dsl import F32, FLOAT_AND_QUANT8, I32, spec
+from nnhal.cts.dsl import F32, FLOAT_AND_QUANT8, I32, spec
 
 
 @spec("fully_connected", variations=FLOAT_AND_QUANT8, quant=(0.5, 128))

@@ -1,6 +1,6 @@
 """Specs: LOGICAL_AND, LOGICAL_OR (with broadcasting), LOGICAL_NOT."""
 
-from cts.dsl import BOOL8, spec
+from nnhal.cts.dsl import BOOL8, spec
 
 _T, _F = True, False
 

@@ -5,7 +5,7 @@ truncate toward zero; conversions to TENSOR_QUANT8_ASYMM clamp to [0, 255]),
 so its specs are written per type pair, without data-type variations.
 """
 
-from cts.dsl import BOOL8, F16, F32, FLOAT_AND_QUANT8, I32, Q8A, Q8S, spec
+from nnhal.cts.dsl import BOOL8, F16, F32, FLOAT_AND_QUANT8, I32, Q8A, Q8S, spec
 
 
 @spec("select", variations=FLOAT_AND_QUANT8, quant=(0.5, 128))

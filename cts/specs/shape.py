@@ -1,6 +1,6 @@
 """Specs: RESHAPE, CONCATENATION, SLICE."""
 
-from cts.dsl import F32, FLOAT_AND_QUANT8, I32, spec
+from nnhal.cts.dsl import F32, FLOAT_AND_QUANT8, I32, spec
 
 Q = (0.5, 128)
 

@@ -6,7 +6,7 @@
 supported, and otherwise says why in a few words without repeating the
 operation's name (the support rule prefixes "operation 3 (CONV_2D): ").
 
-The numpy reference backend lives in ``driver.backends.reference``; op-package
+The numpy reference backend lives in ``nnhal.driver.backends.reference``; op-package
 backends will implement the same protocol.
 """
 
@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from driver.ops.registry import OpContext, OperandInfo, OperationDef
+from nnhal.driver.ops.registry import OpContext, OperandInfo, OperationDef
+
 from nnhal.types import HalVersion, OperationType
 
 

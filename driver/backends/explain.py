@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from driver.extensions import PluginBackend
-from driver.op_packages.rules import apply_rules
+from nnhal.driver.extensions import PluginBackend
+from nnhal.driver.op_packages.rules import apply_rules
+
 from nnhal.errors import HalError
 from nnhal.types import Model
 

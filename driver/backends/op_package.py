@@ -11,7 +11,7 @@ supplement), ranks, IsStaticTensor (must be a constant), OnlyDefaultSupported
 implementation matches the types. ``definition()`` is the registry-style
 ``OperationDef`` the executor binds: its ``execute`` picks the cheapest
 matching implementation and binds parameters by name; with a ``runner``
-(``driver.op_packages.supervisor.KernelSupervisor``) the kernel runs in one of
+(``nnhal.driver.op_packages.supervisor.KernelSupervisor``) the kernel runs in one of
 the device's worker processes.
 """
 
@@ -20,12 +20,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from nnhal.driver.backends import OpQuery
+from nnhal.driver.op_packages.nnapi_types import nnapi_types
+from nnhal.driver.op_packages.runtime import Implementation, OpPackage
+from nnhal.driver.op_packages.spec import OpSpec, TensorSpec
+from nnhal.driver.ops.registry import Arg, OpContext, OperationDef
 
-from driver.backends import OpQuery
-from driver.op_packages.nnapi_types import nnapi_types
-from driver.op_packages.runtime import Implementation, OpPackage
-from driver.op_packages.spec import OpSpec, TensorSpec
-from driver.ops.registry import Arg, OpContext, OperationDef
 from nnhal.types import OPERAND_TYPE_INFO, HalVersion, type_name
 
 _RANKS = {"1D": 1, "2D": 2, "3D": 3, "4D": 4, "5D": 5}
@@ -386,7 +386,7 @@ def _dtype(code: int) -> np.dtype | None:
     info = OPERAND_TYPE_INFO.get(code)
     if info is not None and info.dtype is not None:
         return np.dtype(info.dtype)
-    from driver.op_packages.nnapi_types import extension_dtype
+    from nnhal.driver.op_packages.nnapi_types import extension_dtype
 
     return extension_dtype(code & 0xFFFF) if code > 0xFFFF else None
 

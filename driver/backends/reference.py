@@ -5,14 +5,15 @@ is registered, not listed by ``registry.not_implemented()``), ``validate_operati
 passes, and the device profile allows the operation and every operand type it
 reads or writes. IF and WHILE are run by the executor itself, so this backend
 only applies the profile to them; the rule that their subgraphs must be
-supported too lives in ``driver.support``.
+supported too lives in ``nnhal.driver.support``.
 """
 
 from __future__ import annotations
 
-from driver.backends import OpQuery
-from driver.ops import registry
-from driver.profile import Profile, load_profile
+from nnhal.driver.backends import OpQuery
+from nnhal.driver.ops import registry
+from nnhal.driver.profile import Profile, load_profile
+
 from nnhal.errors import InvalidArgument
 from nnhal.types import (
     OperationType,

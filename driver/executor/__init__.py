@@ -14,6 +14,6 @@ nothing: numpy's allocator reuses freed blocks (np.add on 2, 1 000 and
 ``out=``), while ``out=`` would need two buffers per WHILE operand.
 """
 
-from driver.executor.model import CompiledModel, compile_model
+from nnhal.driver.executor.model import CompiledModel, compile_model
 
 __all__ = ["CompiledModel", "compile_model"]

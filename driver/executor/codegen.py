@@ -38,11 +38,11 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
+from nnhal.driver.executor import control_flow, specialize
+from nnhal.driver.executor.plan import Step, StepKind, SubgraphPlan, post_order
+from nnhal.driver.executor.tensor_guard import TensorGuard, is_tensor, too_big_result
+from nnhal.driver.limits import out_of_memory
 
-from driver.executor import control_flow, specialize
-from driver.executor.plan import Step, StepKind, SubgraphPlan, post_order
-from driver.executor.tensor_guard import TensorGuard, is_tensor, too_big_result
-from driver.limits import out_of_memory
 from nnhal.errors import (
     DeviceUnavailable,
     GeneralFailure,
@@ -178,7 +178,7 @@ class Generator:
         self.checked = checked
         #: Limits.max_tensor_bytes (None: no size checks)
         self.max_tensor_bytes = max_tensor_bytes
-        #: apply driver.executor.specialize (off: every step calls its kernel)
+        #: apply nnhal.driver.executor.specialize (off: every step calls its kernel)
         self.specialize = specialize
         self.functions: dict[int, Callable] = {}
         self.sources: dict[int, str] = {}

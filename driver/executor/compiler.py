@@ -15,16 +15,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-
-from driver.executor.operands import decode_constant, is_constant, operand_info
-from driver.executor.plan import LateBinding, Step, StepKind, SubgraphPlan
-from driver.extensions import kernel_definition
-from driver.ops.registry import (
+from nnhal.driver.executor.operands import decode_constant, is_constant, operand_info
+from nnhal.driver.executor.plan import LateBinding, Step, StepKind, SubgraphPlan
+from nnhal.driver.extensions import kernel_definition
+from nnhal.driver.ops.registry import (
     OpContext,
     lookup,
     not_implemented,
     validate_operation,
 )
+
 from nnhal.errors import GeneralFailure, HalError, InvalidArgument
 from nnhal.types import (
     OPERAND_TYPE_INFO,

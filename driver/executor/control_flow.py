@@ -24,14 +24,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+from nnhal.driver.executor import specialize
+from nnhal.driver.executor.plan import StepKind
 
-from driver.executor import specialize
-from driver.executor.plan import StepKind
 from nnhal.errors import GeneralFailure, MissedDeadline
 
 if TYPE_CHECKING:
-    from driver.executor.codegen import Generator, Namer, Source
-    from driver.executor.plan import Step, SubgraphPlan
+    from nnhal.driver.executor.codegen import Generator, Namer, Source
+    from nnhal.driver.executor.plan import Step, SubgraphPlan
 
 
 def _no_condition(location: str, operand: int) -> GeneralFailure:
@@ -161,7 +161,7 @@ def _emit_loop(
     gen: Generator, source: Source, step: Step, state: list[str], uid: str, depth: int
 ) -> None:
     """The generic loop: condition and body on the state variables."""
-    from driver.executor.codegen import Namer  # codegen imports this module
+    from nnhal.driver.executor.codegen import Namer  # codegen imports this module
 
     cond_ref, body_ref = step.refs
     cond_plan, body_plan = gen.plans[cond_ref], gen.plans[body_ref]
@@ -214,7 +214,7 @@ def _emit_counter_loop(
     counter: specialize.CounterLoop,
 ) -> None:
     """The loop with its counter in a Python int (``specialize.find_counter``)."""
-    from driver.executor.codegen import Namer  # codegen imports this module
+    from nnhal.driver.executor.codegen import Namer  # codegen imports this module
 
     cond_ref, body_ref = step.refs
     cond_plan, body_plan = gen.plans[cond_ref], gen.plans[body_ref]
@@ -306,7 +306,7 @@ def _hoist(gen, source, body_plan, step, uid, depth, taken: set[int]) -> dict:
     """
     if not gen.specialize:
         return {}
-    from driver.executor.codegen import Namer  # codegen imports this module
+    from nnhal.driver.executor.codegen import Namer  # codegen imports this module
 
     n_carried = len(body_plan.subgraph.outputIndexes)
     positions = specialize.invariant_steps(body_plan, n_carried, taken)

@@ -17,13 +17,13 @@ import threading
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from nnhal.driver.executor.codegen import Generator
+from nnhal.driver.executor.compiler import compile_plans, output_dtypes
+from nnhal.driver.executor.operands import map_model_pools
+from nnhal.driver.executor.plan import SubgraphPlan
+from nnhal.driver.executor.shapes import prove_shapes
+from nnhal.driver.limits import out_of_memory
 
-from driver.executor.codegen import Generator
-from driver.executor.compiler import compile_plans, output_dtypes
-from driver.executor.operands import map_model_pools
-from driver.executor.plan import SubgraphPlan
-from driver.executor.shapes import prove_shapes
-from driver.limits import out_of_memory
 from nnhal.errors import GeneralFailure, HalError, InvalidArgument
 from nnhal.types import LOOP_TIMEOUT_DEFAULT_NS, TIME_POINT_MAX_NS, Model
 

@@ -12,9 +12,9 @@ at a model's operands with numpy eyes (support checks, the device):
 from __future__ import annotations
 
 import numpy as np
+from nnhal.driver.memory import map_pool
+from nnhal.driver.ops.registry import OperandInfo
 
-from driver.memory import map_pool
-from driver.ops.registry import OperandInfo
 from nnhal.errors import InvalidArgument
 from nnhal.types import (
     OPERAND_TYPE_INFO,

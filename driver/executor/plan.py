@@ -15,14 +15,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-
-from driver.ops.registry import (
+from nnhal.driver.ops.registry import (
     Kernel,
     OpContext,
     OperandInfo,
     OperationDef,
     validate_operation,
 )
+
 from nnhal.errors import GeneralFailure, InvalidArgument
 from nnhal.types import OPERAND_TYPE_INFO, Subgraph
 

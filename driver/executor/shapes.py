@@ -33,9 +33,10 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-from driver.executor.plan import Step, StepKind, SubgraphPlan, post_order
-from driver.executor.tensor_guard import check_proven
-from driver.ops.registry import ValueNotConstant
+from nnhal.driver.executor.plan import Step, StepKind, SubgraphPlan, post_order
+from nnhal.driver.executor.tensor_guard import check_proven
+from nnhal.driver.ops.registry import ValueNotConstant
+
 from nnhal.errors import InvalidArgument
 from nnhal.types import OPERAND_TYPE_INFO, Operand
 

@@ -41,8 +41,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from nnhal.driver.executor.plan import Step, StepKind, SubgraphPlan
 
-from driver.executor.plan import Step, StepKind, SubgraphPlan
 from nnhal.types import OperandLifeTime, OperandType
 
 _CONSTANTS = (OperandLifeTime.CONSTANT_COPY, OperandLifeTime.CONSTANT_REFERENCE)

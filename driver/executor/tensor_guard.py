@@ -26,10 +26,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+from nnhal.driver.executor.plan import Step, StepKind, SubgraphPlan
+from nnhal.driver.limits import tensor_bytes, tensor_reason
+from nnhal.driver.ops.registry import OpContext, OperandInfo
 
-from driver.executor.plan import Step, StepKind, SubgraphPlan
-from driver.limits import tensor_bytes, tensor_reason
-from driver.ops.registry import OpContext, OperandInfo
 from nnhal.errors import ResourceExhausted
 from nnhal.types import OPERAND_TYPE_INFO
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from driver.op_packages.spec import ConfigError, PackageSpec
+from nnhal.driver.op_packages.spec import ConfigError, PackageSpec
 
 SUFFIXES = {".xml": "xml", ".json": "json", ".ini": "ini"}
 
@@ -36,15 +36,15 @@ def load_config(path: str | Path) -> list[PackageSpec]:
     except OSError as exc:
         raise ConfigError(str(p), None, "file", f"cannot read: {exc.strerror or exc}") from None
     if syntax == "xml":
-        from driver.op_packages.xml_loader import load_xml
+        from nnhal.driver.op_packages.xml_loader import load_xml
 
         specs = [load_xml(str(p), data)]
     elif syntax == "json":
-        from driver.op_packages.json_loader import load_json
+        from nnhal.driver.op_packages.json_loader import load_json
 
         specs = load_json(str(p), data)
     else:
-        from driver.op_packages.ini_loader import load_ini
+        from nnhal.driver.op_packages.ini_loader import load_ini
 
         specs = [load_ini(str(p), data)]
     for spec in specs:
@@ -54,7 +54,7 @@ def load_config(path: str | Path) -> list[PackageSpec]:
 
 def check_types(spec: PackageSpec) -> None:
     """Refuse datatypes with no NNAPI form (4-bit, STRING), naming the tensor and line."""
-    from driver.op_packages.nnapi_types import refused
+    from nnhal.driver.op_packages.nnapi_types import refused
 
     for op in spec.ops:
         for t in (*op.inputs, *op.outputs, *op.params):

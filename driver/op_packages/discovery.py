@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from driver.op_packages import SUFFIXES, check_types, load_config
-from driver.op_packages.runtime import OpPackage, load_kernels
-from driver.op_packages.spec import ConfigError, PackageSpec
+from nnhal.driver.op_packages import SUFFIXES, check_types, load_config
+from nnhal.driver.op_packages.runtime import OpPackage, load_kernels
+from nnhal.driver.op_packages.spec import ConfigError, PackageSpec
 
 log = logging.getLogger("nnhal.op_packages")
 
@@ -158,7 +158,7 @@ def load_backends() -> tuple[list, list[Skipped]]:
             backend = obj if hasattr(obj, "supports") else obj()
             for attr in ("name", "supports", "definition"):
                 if not hasattr(backend, attr):
-                    raise TypeError(f"the backend has no {attr!r} (see driver.extensions)")
+                    raise TypeError(f"the backend has no {attr!r} (see nnhal.driver.extensions)")
             backends.append(backend)
         except Exception as exc:  # noqa: BLE001 - one bad plug-in must not stop the server
             log.warning("backend %s skipped: %s", source, exc)

@@ -22,7 +22,7 @@ import configparser
 import re
 from pathlib import Path
 
-from driver.op_packages.spec import (
+from nnhal.driver.op_packages.spec import (
     ConfigError,
     OpSpec,
     PackageSpec,

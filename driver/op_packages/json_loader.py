@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from driver.op_packages.spec import (
+from nnhal.driver.op_packages.spec import (
     LAYOUTS,
     BackendSpec,
     ConfigError,

@@ -1,4 +1,4 @@
-"""The server's side of op-package worker processes (``driver.op_packages.worker``).
+"""The server's side of op-package worker processes (``nnhal.driver.op_packages.worker``).
 
 - ``spawn``: start one (a fresh interpreter with two pipes) and wait for it;
 - ``Worker``: its process, its pipe ends and the kernels it holds; ``kill``,
@@ -9,7 +9,7 @@
 - ``kernel_ref``: how a worker finds a kernel function again.
 
 The pool policy (which worker runs a call, timeouts, replacement) is
-``driver.op_packages.supervisor``.
+``nnhal.driver.op_packages.supervisor``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import time
 from collections import OrderedDict
 from typing import Any
 
-from driver.op_packages.worker import (
+from nnhal.driver.op_packages.worker import (
     CACHE_SIZE,
     WireTimeout,
     command,

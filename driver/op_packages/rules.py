@@ -234,7 +234,8 @@ def apply_rules(model: Model, rules: list[Any], extensions: Any) -> tuple[Model,
     rejected: dict[str, None] = {}
 
     def accept(new_model: Model, number: int, index: int) -> str | None:
-        from driver.support import light_query
+        from nnhal.driver.support import light_query
+
         from nnhal.types import is_extension_type
 
         sub = new_model.main if number == 0 else new_model.referenced[number - 1]

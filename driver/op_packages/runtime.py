@@ -3,7 +3,7 @@
 Kernel modules (one per operation, owned by the user) register implementations
 the way HTP op packages do (DEF_PACKAGE_OP_AND_COST_AND_FLAGS)::
 
-    from driver.op_packages.runtime import FAST, implementation
+    from nnhal.driver.op_packages.runtime import FAST, implementation
 
     @implementation(cost=FAST, types={"x": "FLOAT_16"})
     def soft_clip_f16(x, *, limit=1.0): ...
@@ -39,8 +39,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from driver.op_packages.nnapi_types import SCALAR, TENSOR
-from driver.op_packages.spec import OpSpec, PackageSpec
+from nnhal.driver.op_packages.nnapi_types import SCALAR, TENSOR
+from nnhal.driver.op_packages.spec import OpSpec, PackageSpec
 
 GLACIAL, SNAIL, FAST, FREE = 3.0, 2.0, 1.0, 0.0
 COST_NAMES = {GLACIAL: "GLACIAL", SNAIL: "SNAIL", FAST: "FAST", FREE: "FREE"}
@@ -133,7 +133,7 @@ def import_file(path: Path, module_name: str) -> ModuleType:
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot import {path}")
     module = importlib.util.module_from_spec(spec)
-    # how a kernel worker process finds this module again (driver.op_packages.supervisor)
+    # how a kernel worker process finds this module again (nnhal.driver.op_packages.supervisor)
     module.__nnhal_kernel_file__ = str(path)  # type: ignore[attr-defined]
     sys.modules[module_name] = module
     try:
@@ -169,8 +169,8 @@ def apply_op_select_format(package: OpPackage, op: OpSpec, module: ModuleType, p
     import json
     from dataclasses import replace
 
-    from driver.op_packages.ini_loader import DTYPES
-    from driver.op_packages.spec import ConfigError
+    from nnhal.driver.op_packages.ini_loader import DTYPES
+    from nnhal.driver.op_packages.spec import ConfigError
 
     fn = getattr(module, "op_select_format", None)
     if not callable(fn):

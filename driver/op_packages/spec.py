@@ -10,7 +10,7 @@ overrides of SupplementalOpDef).
 
 Datatypes are kept as *canonical names* (the QNN names without the
 ``QNN_DATATYPE_`` prefix: ``FLOAT_32``, ``UFIXED_POINT_8``, ``INT_32``...);
-``driver.op_packages.nnapi_types`` maps them to NNAPI operand types.
+``nnhal.driver.op_packages.nnapi_types`` maps them to NNAPI operand types.
 
 A bad config raises ``ConfigError`` naming the file, the line, the element or
 key, and what was expected. The spec round-trips through ``to_dict`` /

@@ -3,7 +3,7 @@
 A custom kernel is user code: it may raise, never return, or kill its
 process (``os._exit``, a segfault in an extension module). With
 ``op_package_isolation = "process"`` (the default) a device's op-package
-kernels run in child processes (``driver.op_packages.worker``) so none of
+kernels run in child processes (``nnhal.driver.op_packages.worker``) so none of
 that can take the server down or hold a client past its deadline:
 
 - each call waits at most ``min(execution deadline,
@@ -15,7 +15,7 @@ that can take the server down or hold a client past its deadline:
   the exception's type and message (no traceback crosses to the client);
   its worker stays;
 - a worker that dies gives GENERAL_FAILURE and is replaced;
-- a cancelled execution (its client went away: ``driver.executor.model.Cancel``)
+- a cancelled execution (its client went away: ``nnhal.driver.executor.model.Cancel``)
   stops waiting within ``_SLICE_S`` and its worker is replaced;
 - while a replacement starts, ``status()`` (the device's getStatus) is
   BUSY; AVAILABLE once it is ready.
@@ -54,7 +54,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from driver.op_packages.processes import (
+from nnhal.driver.op_packages.processes import (
     REPLIES,
     NotSent,
     Processes,
@@ -66,7 +66,8 @@ from driver.op_packages.processes import (
     send_call,
     spawn,
 )
-from driver.op_packages.worker import WireTimeout, read_message, wait_readable
+from nnhal.driver.op_packages.worker import WireTimeout, read_message, wait_readable
+
 from nnhal.errors import GeneralFailure, HalError, MissedDeadline
 from nnhal.types import DeviceStatus
 
@@ -398,7 +399,7 @@ class KernelSupervisor:
 
 
 def current_deadline() -> int | None:
-    from driver.executor.model import current_deadline as now
+    from nnhal.driver.executor.model import current_deadline as now
 
     return now()
 

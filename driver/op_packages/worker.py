@@ -1,6 +1,6 @@
 """The op-package kernel worker: a child process that runs custom kernels (and the wire).
 
-``driver.op_packages.supervisor`` starts it as a fresh interpreter
+``nnhal.driver.op_packages.supervisor`` starts it as a fresh interpreter
 (``python -c ...``, see ``command``) with two pipes: requests come in on one,
 replies go out on the other. The child's stdout and stderr stay the
 parent's, so a kernel's prints and warnings show where they always did.
@@ -171,7 +171,7 @@ def resolve(ref: tuple) -> Any:
         _, path, module_name, qualname = ref
         module = sys.modules.get(module_name)
         if module is None:
-            from driver.op_packages.runtime import import_file
+            from nnhal.driver.op_packages.runtime import import_file
 
             module = import_file(__import__("pathlib").Path(path), module_name)
     elif kind == "module":
@@ -267,7 +267,7 @@ def command(sys_path: list[str], fd_in: int, fd_out: int) -> list[str]:
     """
     boot = (
         "import sys, json; sys.path[:] = json.loads(sys.argv[1]); "
-        "from driver.op_packages.worker import main; main(sys.argv[2:])"
+        "from nnhal.driver.op_packages.worker import main; main(sys.argv[2:])"
     )
     import json
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from driver.op_packages.spec import (
+from nnhal.driver.op_packages.spec import (
     BACKEND_SPECIFIC,
     LAYOUTS,
     RANKS,

@@ -21,9 +21,9 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+from nnhal.driver.ops import quant
+from nnhal.driver.ops.registry import OpContext, Shape
 
-from driver.ops import quant
-from driver.ops.registry import OpContext, Shape
 from nnhal.types import OperandType
 
 _T = OperandType

@@ -1,6 +1,6 @@
 """Imports every operation module so that each registers its operations.
 
-Every public module of ``driver.ops`` is imported (helpers such as
+Every public module of ``nnhal.driver.ops`` is imported (helpers such as
 ``common`` and ``quant`` register nothing, which is harmless), so adding an
 operation family is adding a module: nothing here to edit.
 """
@@ -8,8 +8,8 @@ operation family is adding a module: nothing here to edit.
 import importlib
 import pkgutil
 
-import driver.ops
+import nnhal.driver.ops
 
-for _module in sorted(pkgutil.iter_modules(driver.ops.__path__), key=lambda m: m.name):
+for _module in sorted(pkgutil.iter_modules(nnhal.driver.ops.__path__), key=lambda m: m.name):
     if not _module.name.startswith("_"):
-        importlib.import_module(f"driver.ops.{_module.name}")
+        importlib.import_module(f"nnhal.driver.ops.{_module.name}")

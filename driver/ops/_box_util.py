@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from nnhal.driver.ops.common import FLOATS, QUANT8, dtype_of
+from nnhal.driver.ops.quant import QUANT_RANGE
+from nnhal.driver.ops.registry import OpContext, Shape
 
-from driver.ops.common import FLOATS, QUANT8, dtype_of
-from driver.ops.quant import QUANT_RANGE
-from driver.ops.registry import OpContext, Shape
 from nnhal.types import OperandType
 
 _T = OperandType

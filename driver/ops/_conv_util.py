@@ -18,7 +18,7 @@
   BLAS matmul (or multiply tap by tap).
 - **Per-channel requantization**: the reference's
   ``MultiplyByQuantizedMultiplier`` with one multiplier and shift per output
-  channel (``driver.ops.quant`` has the scalar form).
+  channel (``nnhal.driver.ops.quant`` has the scalar form).
 """
 
 from __future__ import annotations
@@ -27,11 +27,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from nnhal.driver.ops import quant
+from nnhal.driver.ops.common import ACTIVATIONS
+from nnhal.driver.ops.registry import Arg, OpContext
 from numpy.lib.stride_tricks import sliding_window_view
 
-from driver.ops import quant
-from driver.ops.common import ACTIVATIONS
-from driver.ops.registry import Arg, OpContext
 from nnhal.types import OperandType, SymmPerChannelQuantParams, type_name
 
 _T = OperandType

@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from nnhal.driver.ops.common import QUANT8, runtime_failure
+from nnhal.driver.ops.registry import OpContext, Shape
 
-from driver.ops.common import QUANT8, runtime_failure
-from driver.ops.registry import OpContext, Shape
 from nnhal.types import OperandType
 
 #: axis order that views an NCHW tensor as NHWC, and back

@@ -18,14 +18,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-
-from driver.ops.registry import (
+from nnhal.driver.ops.registry import (
     Arg,
     OpContext,
     OperandInfo,
     Shape,
     scalar_input_indexes,
 )
+
 from nnhal.errors import InvalidArgument
 from nnhal.types import OperandType
 

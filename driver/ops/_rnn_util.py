@@ -19,8 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-
-from driver.ops.registry import OpContext, Shape
+from nnhal.driver.ops.registry import OpContext, Shape
 
 f32 = np.float32
 

@@ -24,9 +24,8 @@ import functools
 from collections.abc import Callable
 
 import numpy as np
-
-from driver.ops import quant
-from driver.ops._act_util import (
+from nnhal.driver.ops import quant
+from nnhal.driver.ops._act_util import (
     check_output_quant,
     fixed_logistic,
     fixed_tanh,
@@ -38,9 +37,10 @@ from driver.ops._act_util import (
     table_kernel,
     via_float32,
 )
-from driver.ops.common import QUANT8, broadcast_shape, check_rank
-from driver.ops.quant import QuantParams, quant_params
-from driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
+from nnhal.driver.ops.common import QUANT8, broadcast_shape, check_rank
+from nnhal.driver.ops.quant import QuantParams, quant_params
+from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
+
 from nnhal.types import FusedActivationFunc, HalVersion, OperandType, OperationType
 
 _T = OperandType

@@ -30,8 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-
-from driver.ops._box_util import (
+from nnhal.driver.ops._box_util import (
     BOOL,
     INT32,
     INT32_TENSOR,
@@ -50,9 +49,10 @@ from driver.ops._box_util import (
     quantizer,
     soft_suppress,
 )
-from driver.ops._conv_util import to_nhwc
-from driver.ops.common import FLOATS, QUANT8, check_rank, dtype_of, runtime_failure
-from driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
+from nnhal.driver.ops._conv_util import to_nhwc
+from nnhal.driver.ops.common import FLOATS, QUANT8, check_rank, dtype_of, runtime_failure
+from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
+
 from nnhal.types import HalVersion, OperandType, OperationType
 
 _T = OperandType

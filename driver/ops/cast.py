@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from nnhal.driver.ops.common import dtype_of
+from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
-from driver.ops.common import dtype_of
-from driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 from nnhal.types import HalVersion, OperandType, OperationType
 
 _T = OperandType

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from nnhal.driver.ops.registry import OpContext, Shape
 
-from driver.ops.registry import OpContext, Shape
 from nnhal.errors import GeneralFailure
 from nnhal.types import OPERAND_TYPE_INFO, FusedActivationFunc, OperandType
 

@@ -12,11 +12,11 @@ import functools
 from collections.abc import Callable
 
 import numpy as np
+from nnhal.driver.ops import quant
+from nnhal.driver.ops.common import BOOL8, QUANT8, broadcast_shape
+from nnhal.driver.ops.quant import QuantParams, quant_params
+from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
-from driver.ops import quant
-from driver.ops.common import BOOL8, QUANT8, broadcast_shape
-from driver.ops.quant import QuantParams, quant_params
-from driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 from nnhal.types import HalVersion, OperandType, OperationType
 
 _T = OperandType

@@ -33,10 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
-
-from driver.ops import quant
-from driver.ops._conv_util import (
+from nnhal.driver.ops import quant
+from nnhal.driver.ops._conv_util import (
     Params,
     Signature,
     axis_geometry,
@@ -56,8 +54,10 @@ from driver.ops._conv_util import (
     reshaped,
     to_nhwc,
 )
-from driver.ops.common import QUANT8, TENSOR_INT32, check_rank, dtype_of, runtime_failure
-from driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
+from nnhal.driver.ops.common import QUANT8, TENSOR_INT32, check_rank, dtype_of, runtime_failure
+from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
+from numpy.lib.stride_tricks import as_strided
+
 from nnhal.types import HalVersion, OperandType, OperationType
 
 _T = OperandType

@@ -14,9 +14,8 @@ import functools
 from collections.abc import Callable
 
 import numpy as np
-
-from driver.ops import quant
-from driver.ops.common import (
+from nnhal.driver.ops import quant
+from nnhal.driver.ops.common import (
     INT32_SCALAR,
     QUANT8,
     bound_activation,
@@ -25,8 +24,9 @@ from driver.ops.common import (
     check_rank,
     fuse_float_activation,
 )
-from driver.ops.quant import QuantParams, quant_params
-from driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
+from nnhal.driver.ops.quant import QuantParams, quant_params
+from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
+
 from nnhal.types import HalVersion, OperandType, OperationType
 
 _T = OperandType

@@ -16,9 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-
-from driver.ops import quant
-from driver.ops.common import (
+from nnhal.driver.ops import quant
+from nnhal.driver.ops.common import (
     INT32_SCALAR,
     QUANT8,
     TENSOR_INT32,
@@ -29,7 +28,8 @@ from driver.ops.common import (
     fuse_float_activation,
     runtime_failure,
 )
-from driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
+from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
+
 from nnhal.types import HalVersion, OperandType, OperationType
 
 _T = OperandType

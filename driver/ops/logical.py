@@ -6,9 +6,9 @@ TENSOR_BOOL8 data is numpy bool, so the kernels are numpy's logical ufuncs.
 from __future__ import annotations
 
 import numpy as np
+from nnhal.driver.ops.common import broadcast_shape
+from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
-from driver.ops.common import broadcast_shape
-from driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 from nnhal.types import HalVersion, OperandType, OperationType
 
 TYPES = {OperandType.TENSOR_BOOL8: HalVersion.V1_2}

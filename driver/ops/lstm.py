@@ -30,8 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
-
-from driver.ops._lstm_util import (
+from nnhal.driver.ops._lstm_util import (
     CellLayout,
     Geometry,
     activation_fn,
@@ -48,8 +47,9 @@ from driver.ops._lstm_util import (
     sigmoid,
     tensor_positions,
 )
-from driver.ops.common import INT32_SCALAR, dtype_of, runtime_failure
-from driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
+from nnhal.driver.ops.common import INT32_SCALAR, dtype_of, runtime_failure
+from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
+
 from nnhal.types import HalVersion, OperandType, OperationType
 
 _T = OperandType

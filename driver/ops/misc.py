@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from nnhal.driver.ops.common import INT32_SCALAR, TENSOR_INT32, check_rank, dtype_of, int_vector
+from nnhal.driver.ops.common import runtime_failure as _runtime_failure
+from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
-from driver.ops.common import INT32_SCALAR, TENSOR_INT32, check_rank, dtype_of, int_vector
-from driver.ops.common import runtime_failure as _runtime_failure
-from driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 from nnhal.errors import HalError
 from nnhal.types import HalVersion, OperandType, OperationType
 

@@ -19,9 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-
-from driver.ops import quant
-from driver.ops._conv_util import (
+from nnhal.driver.ops import quant
+from nnhal.driver.ops._conv_util import (
     Params,
     Signature,
     axis_geometry,
@@ -34,8 +33,9 @@ from driver.ops._conv_util import (
     read_params,
     to_nhwc,
 )
-from driver.ops.common import QUANT8, check_rank, dtype_of, runtime_failure
-from driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
+from nnhal.driver.ops.common import QUANT8, check_rank, dtype_of, runtime_failure
+from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
+
 from nnhal.types import HalVersion, OperandType, OperationType
 
 _T = OperandType

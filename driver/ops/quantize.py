@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from nnhal.driver.ops import quant
+from nnhal.driver.ops.common import check_rank, dtype_of
+from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
-from driver.ops import quant
-from driver.ops.common import check_rank, dtype_of
-from driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 from nnhal.types import HalVersion, OperandType, OperationType, SymmPerChannelQuantParams
 
 _T = OperandType

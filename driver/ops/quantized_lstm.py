@@ -35,10 +35,9 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
-
-from driver.ops import _lstm_fixedpoint as fx
-from driver.ops import quant
-from driver.ops._lstm_util import (
+from nnhal.driver.ops import _lstm_fixedpoint as fx
+from nnhal.driver.ops import quant
+from nnhal.driver.ops._lstm_util import (
     cell_args,
     check_cell,
     compile_state,
@@ -46,10 +45,11 @@ from driver.ops._lstm_util import (
     runtime_state,
     scalar_value,
 )
-from driver.ops.common import INT32_SCALAR, runtime_failure
-from driver.ops.lstm import LAYOUT as LSTM_LAYOUT
-from driver.ops.lstm import operand_arrays
-from driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
+from nnhal.driver.ops.common import INT32_SCALAR, runtime_failure
+from nnhal.driver.ops.lstm import LAYOUT as LSTM_LAYOUT
+from nnhal.driver.ops.lstm import operand_arrays
+from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
+
 from nnhal.types import HalVersion, OperandType, OperationType
 
 _T = OperandType

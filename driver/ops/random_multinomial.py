@@ -23,9 +23,9 @@ import secrets
 from collections.abc import Callable
 
 import numpy as np
+from nnhal.driver.ops.common import check_rank, runtime_failure
+from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
-from driver.ops.common import check_rank, runtime_failure
-from driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 from nnhal.types import HalVersion, OperandType, OperationType
 
 _T = OperandType

@@ -243,7 +243,7 @@ def _load_all() -> None:
             return
         _loading = True
         try:
-            from driver.ops import _all  # noqa: F401  (side effect: registrations)
+            from nnhal.driver.ops import _all  # noqa: F401  (side effect: registrations)
         finally:
             _loading = False
         _loaded = True

@@ -21,10 +21,10 @@ import math
 from collections.abc import Callable
 
 import numpy as np
+from nnhal.driver.ops._conv_util import from_nhwc, last_shape_cache, layout_dims, nhwc_dims, to_nhwc
+from nnhal.driver.ops.common import check_rank, dtype_of, runtime_failure
+from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
-from driver.ops._conv_util import from_nhwc, last_shape_cache, layout_dims, nhwc_dims, to_nhwc
-from driver.ops.common import check_rank, dtype_of, runtime_failure
-from driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 from nnhal.types import HalVersion, OperandType, OperationType, type_name
 
 _T = OperandType

@@ -32,8 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-
-from driver.ops._rnn_util import (
+from nnhal.driver.ops._rnn_util import (
     RNN_ACTIVATIONS,
     Dims,
     activation_inplace,
@@ -41,8 +40,9 @@ from driver.ops._rnn_util import (
     check_activation_code,
     fully_known,
 )
-from driver.ops.common import check_rank, dtype_of, runtime_failure
-from driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
+from nnhal.driver.ops.common import check_rank, dtype_of, runtime_failure
+from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
+
 from nnhal.types import HalVersion, OperandType, OperationType
 
 _T = OperandType

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from nnhal.driver.ops import quant
+from nnhal.driver.ops.common import BOOL8, QUANT8, dtype_of, same_shape
+from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
-from driver.ops import quant
-from driver.ops.common import BOOL8, QUANT8, dtype_of, same_shape
-from driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 from nnhal.types import HalVersion, OperandType, OperationType
 
 _T = OperandType

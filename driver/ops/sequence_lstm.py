@@ -24,8 +24,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
-
-from driver.ops._lstm_util import (
+from nnhal.driver.ops._lstm_util import (
     ABSENT,
     PRESENT,
     CellLayout,
@@ -40,16 +39,17 @@ from driver.ops._lstm_util import (
     scalar_value,
     tensor_positions,
 )
-from driver.ops.common import INT32_SCALAR, dtype_of, runtime_failure
-from driver.ops.lstm import LAYOUT as LSTM_LAYOUT
-from driver.ops.lstm import (
+from nnhal.driver.ops.common import INT32_SCALAR, dtype_of, runtime_failure
+from nnhal.driver.ops.lstm import LAYOUT as LSTM_LAYOUT
+from nnhal.driver.ops.lstm import (
     CellBinder,
     FloatCell,
     bound_lstm_activation,
     clip_values,
     operand_arrays,
 )
-from driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
+from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
+
 from nnhal.types import HalVersion, OperandType, OperationType
 
 _T = OperandType

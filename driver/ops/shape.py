@@ -14,9 +14,8 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-
-from driver.ops import quant
-from driver.ops.common import (
+from nnhal.driver.ops import quant
+from nnhal.driver.ops.common import (
     INT32_SCALAR,
     QUANT8,
     TENSOR_INT32,
@@ -26,7 +25,8 @@ from driver.ops.common import (
     int_vector,
     runtime_failure,
 )
-from driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
+from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
+
 from nnhal.errors import HalError
 from nnhal.types import HalVersion, OperandType, OperationType
 

@@ -21,9 +21,8 @@ import functools
 from collections.abc import Callable
 
 import numpy as np
-
-from driver.ops import quant
-from driver.ops._act_util import (
+from nnhal.driver.ops import quant
+from nnhal.driver.ops._act_util import (
     check_output_quant,
     exp_on_negative_values,
     input_radius,
@@ -34,9 +33,10 @@ from driver.ops._act_util import (
     same_shape_prepare,
     srdhm,
 )
-from driver.ops.common import INT32_SCALAR, QUANT8, check_rank
-from driver.ops.quant import QuantParams, quant_params
-from driver.ops.registry import Arg, OpContext, OperationDef, register
+from nnhal.driver.ops.common import INT32_SCALAR, QUANT8, check_rank
+from nnhal.driver.ops.quant import QuantParams, quant_params
+from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, register
+
 from nnhal.types import HalVersion, OperandType, OperationType
 
 _T = OperandType

@@ -22,8 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-
-from driver.ops._layout import (
+from nnhal.driver.ops._layout import (
     check_layout_present,
     check_same_quant,
     from_nhwc,
@@ -32,8 +31,9 @@ from driver.ops._layout import (
     to_nhwc,
     zero_sized_failure,
 )
-from driver.ops.common import INT32_SCALAR, TENSOR_INT32, check_rank, runtime_failure
-from driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
+from nnhal.driver.ops.common import INT32_SCALAR, TENSOR_INT32, check_rank, runtime_failure
+from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
+
 from nnhal.errors import HalError
 from nnhal.types import HalVersion, OperandType, OperationType
 

@@ -25,9 +25,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-
-from driver.ops import quant
-from driver.ops._conv_util import (
+from nnhal.driver.ops import quant
+from nnhal.driver.ops._conv_util import (
     PADDING_CODES,
     SAME,
     VALID,
@@ -43,9 +42,10 @@ from driver.ops._conv_util import (
     requantizer,
     to_nhwc,
 )
-from driver.ops.common import ACTIVATIONS, QUANT8, check_rank, dtype_of, runtime_failure
-from driver.ops.conv import bias_types, filter_types
-from driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
+from nnhal.driver.ops.common import ACTIVATIONS, QUANT8, check_rank, dtype_of, runtime_failure
+from nnhal.driver.ops.conv import bias_types, filter_types
+from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
+
 from nnhal.types import HalVersion, OperandType, OperationType, type_name
 
 _T = OperandType

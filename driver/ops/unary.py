@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from nnhal.driver.ops._act_util import same_shape_prepare, via_float32
+from nnhal.driver.ops.common import check_rank
+from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, register
 
-from driver.ops._act_util import same_shape_prepare, via_float32
-from driver.ops.common import check_rank
-from driver.ops.registry import Arg, OpContext, OperationDef, register
 from nnhal.types import HalVersion, OperandType, OperationType
 
 _T = OperandType

@@ -5,9 +5,8 @@ used by nothing else, becomes AddSoftClip(a, b, limit) (priority EARLY).
 """
 
 import numpy as np
-
-from driver.op_packages.rules import EARLY, Rule
-from driver.op_packages.runtime import FAST, implementation
+from nnhal.driver.op_packages.rules import EARLY, Rule
+from nnhal.driver.op_packages.runtime import FAST, implementation
 
 
 @implementation(cost=FAST)

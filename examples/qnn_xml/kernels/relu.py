@@ -1,8 +1,7 @@
 """Kernel of Relu: overrides the built-in RELU (UseDefaultTranslation) at cost FAST."""
 
 import numpy as np
-
-from driver.op_packages.runtime import FAST, implementation
+from nnhal.driver.op_packages.runtime import FAST, implementation
 
 
 @implementation(cost=FAST, types={"x": "FLOAT_32"})

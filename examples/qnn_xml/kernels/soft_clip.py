@@ -5,8 +5,7 @@ The float16 one is registered FAST for FLOAT_16 operands; the generic one
 """
 
 import numpy as np
-
-from driver.op_packages.runtime import FAST, GLACIAL, implementation
+from nnhal.driver.op_packages.runtime import FAST, GLACIAL, implementation
 
 
 @implementation(cost=FAST, types={"x": "FLOAT_16"})

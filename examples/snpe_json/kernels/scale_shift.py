@@ -1,6 +1,6 @@
 """Kernel of ScaleShift: y = x * scale + shift."""
 
-from driver.op_packages.runtime import GLACIAL, implementation
+from nnhal.driver.op_packages.runtime import GLACIAL, implementation
 
 
 @implementation(cost=GLACIAL)

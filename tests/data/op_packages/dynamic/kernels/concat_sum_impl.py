@@ -3,8 +3,7 @@
 import json
 
 import numpy as np
-
-from driver.op_packages.runtime import FREE, GLACIAL, implementation
+from nnhal.driver.op_packages.runtime import FREE, GLACIAL, implementation
 
 
 def op_select_format(xs, y, attrs, kernel_name="concat_sum"):

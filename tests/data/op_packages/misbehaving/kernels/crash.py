@@ -2,7 +2,7 @@
 
 import ctypes
 
-from driver.op_packages.runtime import implementation
+from nnhal.driver.op_packages.runtime import implementation
 
 
 @implementation()

@@ -2,7 +2,7 @@
 
 import os
 
-from driver.op_packages.runtime import implementation
+from nnhal.driver.op_packages.runtime import implementation
 
 
 @implementation()

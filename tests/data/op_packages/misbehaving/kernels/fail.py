@@ -1,6 +1,6 @@
 """Fail: raises, as a kernel with a bug does."""
 
-from driver.op_packages.runtime import implementation
+from nnhal.driver.op_packages.runtime import implementation
 
 
 @implementation()

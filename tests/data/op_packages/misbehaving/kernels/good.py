@@ -1,6 +1,6 @@
 """Good: y = x + 1 (the well-behaved kernel beside the others)."""
 
-from driver.op_packages.runtime import implementation
+from nnhal.driver.op_packages.runtime import implementation
 
 
 @implementation()

@@ -1,6 +1,6 @@
 """Odd: returns an object of its own class instead of an array."""
 
-from driver.op_packages.runtime import implementation
+from nnhal.driver.op_packages.runtime import implementation
 
 
 class Box:

@@ -3,8 +3,7 @@
 import os
 
 import numpy as np
-
-from driver.op_packages.runtime import implementation
+from nnhal.driver.op_packages.runtime import implementation
 
 
 @implementation()

@@ -37,11 +37,13 @@ import sys
 import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
+from importlib import import_module
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+import nnhal
 from nnhal import DEFAULT_ADDRESS
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -69,7 +71,9 @@ def _check_address(address: str) -> str:
 
 def _device(args: argparse.Namespace) -> AbstractContextManager[Any]:
     """A client Device: to ``--target``, or to an in-process driver with ``--profile``."""
-    from nnhal.vector_runner import connect_device, local_device
+    from nnhal.tools.local import local_device
+
+    from nnhal.vector_runner import connect_device
 
     if args.target:
         if args.profile:
@@ -91,7 +95,7 @@ def _device(args: argparse.Namespace) -> AbstractContextManager[Any]:
 
 
 def _load_profile(profile: str | None) -> Any:
-    from driver.profile import load_profile
+    from nnhal.driver.profile import load_profile
 
     try:
         return load_profile(profile)
@@ -150,12 +154,12 @@ def _shapes_json(shapes: Sequence[Any]) -> list[dict]:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from driver.device import Device
+    from nnhal.driver.device import Device
 
     address = _check_address(args.address)
-    # issue 8: --profile repeats (several devices), --cache-dir (nnhal/cli_trace.py)
-    from driver.limits import parse_limit_options, with_limits  # issue 10: --limit
-    from nnhal.cli_oppkg import device_options  # issue 6: --op-package, --package-backend
+    # --profile repeats (several devices), --cache-dir (nnhal/cli_trace.py)
+    from nnhal.driver.limits import parse_limit_options, with_limits  # --limit
+    from nnhal.tools.cli_oppkg import device_options  # --op-package, --package-backend
 
     try:
         limits = parse_limit_options(args.limit or [])
@@ -165,8 +169,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         Device(with_limits(_load_profile(p), limits), **device_options(args, p))
         for p in args.profile or [None]
     ]
-    device = __import__("nnhal.cli_trace").cli_trace.configure_devices(devices, args)
-    # issue 10: TLS, tokens, insecure exposure refused, graceful shutdown (nnhal/cli_security.py)
+    device = import_module("nnhal.tools.cli_trace").configure_devices(devices, args)
+    # TLS, tokens, insecure exposure refused, graceful shutdown (nnhal/cli_security.py)
     return _security().serve(devices, address, args, device)
 
 
@@ -359,7 +363,7 @@ def cmd_vectors(args: argparse.Namespace) -> int:
 
 
 def cmd_cts(args: argparse.Namespace) -> int:
-    from cts.cli import run_cts  # lazily: nnhal never imports cts at import time
+    from nnhal.cts.cli import run_cts  # lazily: nnhal never imports cts at import time
 
     try:
         return run_cts(args, lambda: _device(args))
@@ -373,7 +377,7 @@ def cmd_cts(args: argparse.Namespace) -> int:
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
-    from driver.catalog import catalog_json, catalog_table
+    from nnhal.driver.catalog import catalog_json, catalog_table
 
     if args.json:
         print(json.dumps(catalog_json(), indent=1))
@@ -383,7 +387,7 @@ def cmd_ops(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from nnhal.bench import run_control_flow_bench
+    from nnhal.tools.bench import run_control_flow_bench
 
     if args.repeat < 1 or any(n < 0 for n in args.n or []):
         raise CliError("--repeat must be >= 1 and every --n >= 0", EXIT_USAGE)
@@ -415,13 +419,14 @@ def _add_device_args(p: argparse.ArgumentParser) -> None:
         metavar="NAME|PATH",
         help="device profile for the in-process driver (built-in name or TOML file)",
     )
-    _security().add_client_options(p)  # issue 10: --tls-ca, --token-file, ...
+    _security().add_client_options(p)  # --tls-ca, --token-file, ...
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nnhal", description="An Android NNAPI HAL 1.3 driver emulator over gRPC."
     )
+    parser.add_argument("--version", action="version", version=f"nnhal {nnhal.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
@@ -446,8 +451,8 @@ def build_parser() -> argparse.ArgumentParser:
         "(e.g. max_concurrent_executions=8); repeatable",
     )
     _oppkg().add_serve_options(p)
-    __import__("nnhal.cli_trace").cli_trace.add_serve_options(p)  # issue 8: --cache-dir
-    _security().add_serve_options(p)  # issue 10: --tls-cert, --token-file, --grace, ...
+    import_module("nnhal.tools.cli_trace").add_serve_options(p)  # --cache-dir
+    _security().add_serve_options(p)  # --tls-cert, --token-file, --grace, ...
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("supported", help="which main operations of a model the device supports")
@@ -564,23 +569,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_ops)
 
-    __import__("nnhal.cli_bench").cli_bench.add_bench_parser(sub, cmd_bench)  # issue 9
-    _oppkg().add_parsers(sub)  # issue 6: `nnhal oppkg ...`, `nnhal explain`
-    __import__("nnhal.cli_trace").cli_trace.add_parsers(sub)  # issue 8: trace, devices, faults
-    __import__("nnhal.cli_stress").cli_stress.add_parsers(sub)  # issue 10: stress, resources
+    import_module("nnhal.tools.cli_bench").add_bench_parser(sub, cmd_bench)
+    _oppkg().add_parsers(sub)  # `nnhal oppkg ...`, `nnhal explain`
+    import_module("nnhal.tools.cli_trace").add_parsers(sub)  # trace, devices, faults
+    import_module("nnhal.tools.cli_stress").add_parsers(sub)  # stress, resources
     return parser
 
 
 def _security() -> Any:
-    import nnhal.cli_security
+    import nnhal.tools.cli_security
 
-    return nnhal.cli_security
+    return nnhal.tools.cli_security
 
 
 def _oppkg() -> Any:
-    import nnhal.cli_oppkg
+    import nnhal.tools.cli_oppkg
 
-    return nnhal.cli_oppkg
+    return nnhal.tools.cli_oppkg
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""Decoding workloads of the control-flow suite (see ``nnhal.bench_workloads``).
+"""Decoding workloads of the control-flow suite (see ``nnhal.tools.bench_workloads``).
 
 - ``lstm-decode``: an LSTM (32 units) fed its own hidden state, looping while
   ``t < n AND score < thr`` with ``score += max(h)`` each step (a running
@@ -18,8 +18,8 @@
 from __future__ import annotations
 
 import numpy as np
+from nnhal.tools.bench_workloads import BOOL8, F32, I32, Arrays, O, T, Workload, _counter
 
-from nnhal.bench_workloads import BOOL8, F32, I32, Arrays, O, T, Workload, _counter
 from nnhal.builder import ModelBuilder
 from nnhal.types import Model
 

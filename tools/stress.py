@@ -9,7 +9,7 @@
    round in which every client does every kind of action ``warmup`` times (lazy
    allocations: compiled kernels, caches, the call trace ring);
 3. ``before`` = the server's ``getResourceUsage`` once it is idle;
-4. the measured round: ``clients`` spawned processes (``nnhal.stress_client``), each
+4. the measured round: ``clients`` spawned processes (``nnhal.tools.stress_client``), each
    with its own channel, each doing ``executions`` actions or until ``duration``
    seconds have passed, whichever comes first;
 5. ``after`` = ``getResourceUsage`` once the figures have settled (polled for up to
@@ -17,7 +17,7 @@
    released asynchronously).
 
 The verdict (``report["ok"]``) fails when any action ended with an outcome its kind
-does not allow (``nnhal.stress_client.KINDS``), when a client could not run, or when
+does not allow (``nnhal.tools.stress_client.KINDS``), when a client could not run, or when
 ``before`` and ``after`` differ in threads, open files, shared-memory mappings or
 segments, live objects of any device, fenced executions still active or executions
 in flight. Resident memory is reported with its delta and fails the run only when it
@@ -40,8 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
-from nnhal.stress_client import DEFAULT_WEIGHTS, KINDS, client_main, init_worker
+from nnhal.tools.stress_client import DEFAULT_WEIGHTS, KINDS, client_main, init_worker
 
 MIB = 1024 * 1024
 
@@ -78,7 +77,7 @@ class OwnServer:
     """``nnhal serve`` in a subprocess on 127.0.0.1:0; ``address`` once it listens."""
 
     def __init__(self, profile: str | None, extra: tuple[str, ...] = ()) -> None:
-        cmd = [sys.executable, "-m", "nnhal.cli", "serve", "--address", "127.0.0.1:0"]
+        cmd = [sys.executable, "-m", "nnhal.tools.cli", "serve", "--address", "127.0.0.1:0"]
         if profile:
             cmd += ["--profile", profile]
         cmd += list(extra)

@@ -33,15 +33,15 @@ TARGET_NAMES = ("proto", "validation", "loaders", "graphs", "grpc")
 
 
 _TARGET_MODULES = (
-    "driver.device",
-    "driver.server",
-    "driver.memory",
-    "driver.op_packages.xml_loader",
-    "driver.op_packages.json_loader",
-    "driver.op_packages.ini_loader",
-    "driver.op_packages.generator",
-    "fuzz.graphs",
-    "fuzz.models",
+    "nnhal.driver.device",
+    "nnhal.driver.server",
+    "nnhal.driver.memory",
+    "nnhal.driver.op_packages.xml_loader",
+    "nnhal.driver.op_packages.json_loader",
+    "nnhal.driver.op_packages.ini_loader",
+    "nnhal.driver.op_packages.generator",
+    "nnhal.tools.fuzz.graphs",
+    "nnhal.tools.fuzz.models",
 )
 
 
@@ -88,8 +88,8 @@ def _limit_memory(gib: float) -> None:
 
 
 def run_random(target, name: str, args) -> int:
-    from fuzz.corpus import seeds_for
-    from fuzz.targets import FuzzFailure
+    from nnhal.tools.fuzz.corpus import seeds_for
+    from nnhal.tools.fuzz.targets import FuzzFailure
 
     seeds = seeds_for(name)
     rng = random.Random(args.seed)
@@ -135,8 +135,7 @@ def run_random(target, name: str, args) -> int:
 
 def run_atheris(target, name: str, args) -> int:
     import atheris
-
-    from fuzz.corpus import write_corpus
+    from nnhal.tools.fuzz.corpus import write_corpus
 
     corpus = Path(args.corpus or f"fuzz-corpus/{name}")
     n = write_corpus(name, corpus)
@@ -154,7 +153,7 @@ def run_atheris(target, name: str, args) -> int:
     ]
     started = time.monotonic()
 
-    from fuzz.targets import FuzzFailure
+    from nnhal.tools.fuzz.targets import FuzzFailure
 
     resource: Counter[str] = Counter()
 
@@ -209,9 +208,9 @@ def main(argv: list[str] | None = None) -> int:
             # the targets import these lazily: import them here so they are instrumented
             for module in _TARGET_MODULES:
                 importlib.import_module(module)
-            from fuzz.targets import TARGETS
+            from nnhal.tools.fuzz.targets import TARGETS
     else:
-        from fuzz.targets import TARGETS
+        from nnhal.tools.fuzz.targets import TARGETS
     target = TARGETS[args.target]
     if args.replay:
         target(Path(args.replay).read_bytes())

@@ -19,7 +19,7 @@ Each ``n`` is timed four ways in this process, against the same numpy work
 written by hand (``while i < n: state = state @ W.T + b; i = i + 1`` on numpy
 arrays):
 
-- ``executor``: ``driver.executor`` ``CompiledModel.run`` directly;
+- ``executor``: ``nnhal.driver.executor`` ``CompiledModel.run`` directly;
 - ``prepared``: the driver's ``PreparedModel.execute`` (request decoding,
   validation, output writing);
 - ``grpc``: ``nnhal.client`` against an in-process server (the full path).
@@ -158,8 +158,8 @@ def run_control_flow_bench(
     out: Any = None,
 ) -> bool:
     """Run the benchmark, print the table; returns False when any output disagrees."""
-    from driver.device import Device
-    from driver.executor import compile_model
+    from nnhal.driver.device import Device
+    from nnhal.driver.executor import compile_model
 
     out = out or sys.stdout
     model = fibonacci_while_model()
@@ -175,7 +175,8 @@ def run_control_flow_bench(
 
     server = client = remote = None
     if grpc:
-        from driver.service import create_server
+        from nnhal.driver.service import create_server
+
         from nnhal.client import connect
 
         server, address = create_server(device, "127.0.0.1:0")

@@ -8,7 +8,7 @@ action's outcome is the first non-NONE status of its calls, ``WRONG_OUTPUT`` whe
 every call succeeded but the numbers are wrong, or ``EXCEPTION`` when the client
 itself failed (a transport error is DEVICE_UNAVAILABLE, as everywhere in nnhal).
 
-``client_main`` is what each spawned process runs (``nnhal.stress`` starts them): it
+``client_main`` is what each spawned process runs (``nnhal.tools.stress`` starts them): it
 connects with its own channel and client session (every call with a gRPC deadline,
 ``connect_with_deadlines``), prepares the three shared models, waits for the other
 clients (a barrier, so that they really run at the same time), then does its share of

@@ -68,8 +68,8 @@ def _roles(plans) -> dict[int, str]:
 
 def profile_operations(model, inputs, *, loop_timeout_ns: int, runs: int = 3) -> dict:
     """Per-operation and per-role time of one execution (the fastest of ``runs``)."""
-    from driver.executor import compile_model
-    from driver.executor.model import CompiledModel
+    from nnhal.driver.executor import compile_model
+    from nnhal.driver.executor.model import CompiledModel
 
     base = compile_model(model, specialize=False)
     roles = _roles(base.plans)

@@ -7,7 +7,7 @@ many WHILE iterations a run made (read from the outputs, so a loop with an
 early exit is counted right):
 
 ==============  ==========================================================
-fibonacci       WHILE(i < n) { state = FC(state, W/phi); i += 1 } (nnhal.bench)
+fibonacci       WHILE(i < n) { state = FC(state, W/phi); i += 1 } (nnhal.tools.bench)
 nested          sum of powers: WHILE(i < n) { pw = 1; WHILE(j < p) { pw *= i }; total += pw }
 parity          WHILE(i < n) { IF(i % 2 == 0) s = s + 1 ELSE s = s * 0.5 }
 rnn             WHILE(t < T) { x = SLICE(X, t); h = RNN(x, h) } state 256, input 128,
@@ -27,8 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from nnhal.tools import bench as fib
 
-from nnhal import bench as fib
 from nnhal.builder import ModelBuilder
 from nnhal.types import Model, OperandType, OperationType
 
@@ -326,7 +326,7 @@ def rnn() -> Workload:
 
 def suite(names: list[str] | None = None) -> list[Workload]:
     """The built-in workloads (all, or those named)."""
-    from nnhal.bench_decode import greedy, lstm_decode
+    from nnhal.tools.bench_decode import greedy, lstm_decode
 
     makers = {
         "fibonacci": fibonacci,

@@ -17,16 +17,16 @@ Targets (``TARGETS``):
   the driver (they must agree on structural errors), ask for the supported
   operations, prepare what is fully supported; a request is validated against
   its seed model and executed on it.
-- ``validation``: a seed model (``fuzz.corpus``) semantically mutated
-  (``fuzz.models``), then the same model pipeline, then an execution with the
+- ``validation``: a seed model (``nnhal.tools.fuzz.corpus``) semantically mutated
+  (``nnhal.tools.fuzz.models``), then the same model pipeline, then an execution with the
   seed's inputs adapted to it.
 - ``loaders``: byte 0 picks XML / JSON / INI, the rest is the file; a loaded
   spec must round-trip through ``to_dict`` / ``from_dict``, resolve for each
   of its backends and generate Python source that compiles.
-- ``graphs``: ``fuzz.graphs.nasty_case`` prepared and executed in process;
+- ``graphs``: ``nnhal.tools.fuzz.graphs.nasty_case`` prepared and executed in process;
   an intact case must give exactly the reference outputs (or
   MISSED_DEADLINE_* for an infinite loop), a spoiled one a documented error.
-- ``grpc``: malformed bytes to a live server (``fuzz.live``).
+- ``grpc``: malformed bytes to a live server (``nnhal.tools.fuzz.live``).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 from google.protobuf.message import DecodeError
+from nnhal.tools.fuzz.data import Draw
 
-from fuzz.data import Draw
 from nnhal import convert as cv
 from nnhal import convert_legacy as legacy
 from nnhal._proto.v1_3 import types_legacy_pb2 as legacy_pb
@@ -131,7 +131,7 @@ def attempt(fn: Callable[[], object], allowed: Iterable[ErrorStatus], what: str)
 @functools.lru_cache(maxsize=1)
 def device():
     """One in-process driver Device (the default profile) for every in-process target."""
-    from driver.device import Device
+    from nnhal.driver.device import Device
 
     return Device()
 
@@ -176,7 +176,7 @@ def model_pipeline(model: Model, version: HalVersion = HalVersion.V1_3):
 def execute_request(prepared, request: Request, *, loop_timeout_ns: int | None = None,
                     deadline_ns: int | None = None):  # fmt: skip
     """Map the request's pools and execute; (shapes, output views) or the documented error."""
-    from driver.memory import MappedPools
+    from nnhal.driver.memory import MappedPools
 
     if uses_shared_memory(request):
         return None, None
@@ -202,7 +202,7 @@ def execute_request(prepared, request: Request, *, loop_timeout_ns: int | None =
 
 @functools.lru_cache(maxsize=64)
 def _prepared_seed(index: int):
-    from fuzz.corpus import seed_models
+    from nnhal.tools.fuzz.corpus import seed_models
 
     seed = seed_models()[index]
     try:
@@ -227,7 +227,7 @@ def proto_target(data: bytes) -> None:
             raise FuzzFailure("crash", f"{kind} decode: {type(exc).__name__}: {exc}") from exc
         model_pipeline(model, version)
         return
-    from fuzz.corpus import seed_models
+    from nnhal.tools.fuzz.corpus import seed_models
 
     seeds = seed_models()
     index = int.from_bytes(data[1:3].ljust(2, b"\0"), "big") % len(seeds)
@@ -261,8 +261,8 @@ def proto_target(data: bytes) -> None:
 
 
 def validation_target(data: bytes) -> None:
-    from fuzz.corpus import seed_models
-    from fuzz.models import adapt_inputs, mutate_model, request_for
+    from nnhal.tools.fuzz.corpus import seed_models
+    from nnhal.tools.fuzz.models import adapt_inputs, mutate_model, request_for
 
     d = Draw(data)
     seeds = seed_models()
@@ -283,11 +283,11 @@ def validation_target(data: bytes) -> None:
 
 
 def loader_target(data: bytes) -> None:
-    from driver.op_packages import check_types
-    from driver.op_packages.generator import _generated_module, kernel_source
-    from driver.op_packages.ini_loader import load_ini
-    from driver.op_packages.json_loader import load_json
-    from driver.op_packages.spec import ConfigError, PackageSpec
+    from nnhal.driver.op_packages import check_types
+    from nnhal.driver.op_packages.generator import _generated_module, kernel_source
+    from nnhal.driver.op_packages.ini_loader import load_ini
+    from nnhal.driver.op_packages.json_loader import load_json
+    from nnhal.driver.op_packages.spec import ConfigError, PackageSpec
 
     if not data:
         return
@@ -295,7 +295,7 @@ def loader_target(data: bytes) -> None:
     body = data[1:]
     try:
         if syntax == "xml":
-            from driver.op_packages.xml_loader import load_xml
+            from nnhal.driver.op_packages.xml_loader import load_xml
 
             specs = [load_xml("fuzz.xml", body)]
         elif syntax == "json":
@@ -337,8 +337,8 @@ def loader_target(data: bytes) -> None:
 
 
 def graphs_target(data: bytes) -> None:
-    from fuzz.graphs import nasty_case, spoil
-    from fuzz.models import request_for
+    from nnhal.tools.fuzz.graphs import nasty_case, spoil
+    from nnhal.tools.fuzz.models import request_for
 
     d = Draw(data)
     case = nasty_case(d)
@@ -383,7 +383,7 @@ def graphs_target(data: bytes) -> None:
 
 
 def grpc_target(data: bytes) -> None:
-    from fuzz.live import grpc_target as run
+    from nnhal.tools.fuzz.live import grpc_target as run
 
     run(data)
 

@@ -27,9 +27,10 @@ def add_serve_options(p: argparse.ArgumentParser) -> None:
 
 def configure_devices(devices: list[Any], args: argparse.Namespace) -> str:
     """Apply --cache-dir, check names and [faults]; the text naming the devices."""
-    from driver.cache import CompilationCache
-    from driver.faults import parse_rules
-    from nnhal.cli import EXIT_USAGE, CliError
+    from nnhal.driver.cache import CompilationCache
+    from nnhal.driver.faults import parse_rules
+    from nnhal.tools.cli import EXIT_USAGE, CliError
+
     from nnhal.errors import HalError
 
     names = [d.name for d in devices]
@@ -74,13 +75,14 @@ def add_parsers(sub: Any) -> None:
 
 
 def _client_options(p: argparse.ArgumentParser) -> None:
-    from nnhal.cli_security import add_client_options
+    from nnhal.tools.cli_security import add_client_options
 
     add_client_options(p)  # issue 10: --tls-ca, --token-file, ...
 
 
 def _control(args: argparse.Namespace) -> Any:
-    from nnhal.cli_security import client_security
+    from nnhal.tools.cli_security import client_security
+
     from nnhal.control import Control
 
     return Control(args.address, security=client_security(args))
@@ -103,7 +105,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def cmd_faults(args: argparse.Namespace) -> int:
-    from nnhal.cli import EXIT_USAGE, CliError
+    from nnhal.tools.cli import EXIT_USAGE, CliError
 
     with _control(args) as control:
         if args.offline or args.online:
@@ -124,7 +126,8 @@ def cmd_faults(args: argparse.Namespace) -> int:
 
 
 def _checked(fn: Any) -> Any:
-    from nnhal.cli import CliError
+    from nnhal.tools.cli import CliError
+
     from nnhal.errors import HalError
 
     try:

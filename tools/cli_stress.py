@@ -3,7 +3,7 @@
 - ``nnhal stress [ADDR] [--clients N] [--executions M] [--duration S] [--seed S]
   [--mix KIND=W,...] [--json] [--profile P] [--device NAME]``: many client processes
   against one server (its own ``nnhal serve`` without ADDR); exit 0 when every call
-  ended as expected and the server's resources are as before (``nnhal.stress``), 1
+  ended as expected and the server's resources are as before (``nnhal.tools.stress``), 1
   otherwise, 2 for bad usage;
 - ``nnhal resources ADDR``: the server's ``getResourceUsage`` answer as JSON.
 """
@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from importlib import import_module
 from typing import Any
 
 
 def add_parsers(sub: Any) -> None:
-    from nnhal.stress_client import KINDS
+    from nnhal.tools.stress_client import KINDS
 
     p = sub.add_parser(
         "stress",
@@ -71,18 +72,18 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--profile", help="profile of the own server (without ADDR)")
     p.add_argument("--device", default="", help="the device the clients use (default: the first)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    __import__("nnhal.cli_security").cli_security.add_client_options(p)  # issue 10: TLS, token
+    import_module("nnhal.tools.cli_security").add_client_options(p)  # TLS, token
     p.set_defaults(func=cmd_stress)
 
     p = sub.add_parser("resources", help="a server's resources and live objects, as JSON")
     p.add_argument("address", metavar="ADDR", help="HOST:PORT of a running `nnhal serve`")
-    __import__("nnhal.cli_security").cli_security.add_client_options(p)  # issue 10: TLS, token
+    import_module("nnhal.tools.cli_security").add_client_options(p)  # TLS, token
     p.set_defaults(func=cmd_resources)
 
 
 def parse_mix(text: str | None) -> dict[str, float]:
-    from nnhal.cli import EXIT_USAGE, CliError
-    from nnhal.stress_client import DEFAULT_WEIGHTS
+    from nnhal.tools.cli import EXIT_USAGE, CliError
+    from nnhal.tools.stress_client import DEFAULT_WEIGHTS
 
     weights = dict(DEFAULT_WEIGHTS)
     for item in filter(None, (text or "").split(",")):
@@ -97,8 +98,8 @@ def parse_mix(text: str | None) -> dict[str, float]:
 
 
 def cmd_stress(args: argparse.Namespace) -> int:
-    from nnhal.cli import EXIT_USAGE, CliError, _check_address
-    from nnhal.stress import (
+    from nnhal.tools.cli import EXIT_USAGE, CliError, _check_address
+    from nnhal.tools.stress import (
         StressError,
         StressOptions,
         check_options,
@@ -108,7 +109,7 @@ def cmd_stress(args: argparse.Namespace) -> int:
 
     if args.address and args.profile:
         raise CliError("--profile is for the own server; it cannot go with ADDR", EXIT_USAGE)
-    from nnhal.cli_security import check_local, export_client_options
+    from nnhal.tools.cli_security import check_local, export_client_options
 
     if args.address:  # the client processes read them from the environment (issue 10)
         export_client_options(args)
@@ -144,8 +145,8 @@ def cmd_stress(args: argparse.Namespace) -> int:
 
 
 def cmd_resources(args: argparse.Namespace) -> int:
-    from nnhal.cli import _check_address
-    from nnhal.cli_trace import _checked, _control, _print
+    from nnhal.tools.cli import _check_address
+    from nnhal.tools.cli_trace import _checked, _control, _print
 
     _check_address(args.address)
     with _control(args) as control:  # with --tls-*/--token (issue 10)

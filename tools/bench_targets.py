@@ -1,7 +1,7 @@
 """``nnhal bench --suite control-flow --targets``: the issue's targets as ratios from one run.
 
 Each figure is a ratio of two medians measured in the same process in
-interleaved rounds (``nnhal.bench_measure.run_rounds``):
+interleaved rounds (``nnhal.tools.bench_measure.run_rounds``):
 
 - ``fixed_cost``: one in-process execution (``CompiledModel.run``) of the
   Fibonacci WHILE with n = 0, in µs (target < 5 µs), from batches of 100
@@ -29,8 +29,7 @@ from multiprocessing import shared_memory
 from typing import Any
 
 import numpy as np
-
-from nnhal.bench_measure import run_rounds, time_call, two_point_fit
+from nnhal.tools.bench_measure import run_rounds, time_call, two_point_fit
 
 BIG = 16 * 1024 * 1024  # float32 elements: 64 MiB
 
@@ -41,8 +40,7 @@ def _p50(samples: list[float]) -> float:
 
 def _echo_server():
     import grpc
-
-    from driver.service import GRPC_OPTIONS
+    from nnhal.driver.service import GRPC_OPTIONS
 
     ident = lambda b: b  # bytes in, bytes out
 
@@ -104,11 +102,12 @@ def run_targets(
 
     ``big_elements``: float32 elements of the shared-vs-inline input (64 MiB by default).
     """
-    from driver.device import Device
-    from driver.executor import compile_model
-    from driver.service import create_server
-    from nnhal import bench as fib
-    from nnhal import bench_onnx
+    from nnhal.driver.device import Device
+    from nnhal.driver.executor import compile_model
+    from nnhal.driver.service import create_server
+    from nnhal.tools import bench as fib
+    from nnhal.tools import bench_onnx
+
     from nnhal import convert as cv
     from nnhal._client_io import unlink_segment
     from nnhal._proto.v1_3 import prepared_model_pb2 as ppb
@@ -131,7 +130,7 @@ def run_targets(
         cases[f"exec{n}"] = lambda n_in=n_in: compiled.run([fib.STATE0.copy(), n_in])
     skip = bench_onnx.available()
     if skip is None:
-        from nnhal.bench_workloads import fibonacci
+        from nnhal.tools.bench_workloads import fibonacci
 
         w = fibonacci()
         peer = bench_onnx.fibonacci(w.extra)

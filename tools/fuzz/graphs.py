@@ -31,8 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from nnhal.tools.fuzz.data import Draw
 
-from fuzz.data import Draw
 from nnhal.builder import ModelBuilder, SubgraphBuilder
 from nnhal.types import DataLocation, Model, OperandLifeTime, OperandType, Operation, OperationType
 

@@ -81,8 +81,9 @@ def add_client_options(p: argparse.ArgumentParser) -> None:
 
 
 def client_security(args: argparse.Namespace) -> Any:
+    from nnhal.tools.cli import EXIT_USAGE, CliError
+
     from nnhal._client_security import ClientSecurity
-    from nnhal.cli import EXIT_USAGE, CliError
 
     try:
         return ClientSecurity.from_args(args)
@@ -107,7 +108,7 @@ def export_client_options(args: argparse.Namespace) -> None:
 
 def check_local(args: argparse.Namespace) -> None:
     """A usage error when connection options come without ``--target``."""
-    from nnhal.cli import EXIT_USAGE, CliError
+    from nnhal.tools.cli import EXIT_USAGE, CliError
 
     given = [
         f"--{name.replace('_', '-')}"
@@ -123,8 +124,8 @@ def check_local(args: argparse.Namespace) -> None:
 
 
 def server_security(args: argparse.Namespace) -> Any:
-    from driver.security import ServerSecurity
-    from nnhal.cli import EXIT_USAGE, CliError
+    from nnhal.driver.security import ServerSecurity
+    from nnhal.tools.cli import EXIT_USAGE, CliError
 
     if args.grace < 0:
         raise CliError("--grace must be >= 0", EXIT_USAGE)
@@ -143,8 +144,8 @@ def server_security(args: argparse.Namespace) -> Any:
 
 def serve(devices: Sequence[Any], address: str, args: argparse.Namespace, label: str) -> int:
     """Serve until SIGTERM/SIGINT, then drain: the body of ``nnhal serve``."""
-    from driver.server import close_devices, create_server
-    from nnhal.cli import EXIT_USAGE, CliError
+    from nnhal.driver.server import close_devices, create_server
+    from nnhal.tools.cli import EXIT_USAGE, CliError
 
     if args.log_level:
         logging.basicConfig(

@@ -1,8 +1,8 @@
 """The ``nnhal bench`` parser and the ``--suite`` command.
 
-``nnhal bench control-flow ...`` (the seed benchmark, ``nnhal.bench``) stays
+``nnhal bench control-flow ...`` (the seed benchmark, ``nnhal.tools.bench``) stays
 a subcommand; ``nnhal bench --suite control-flow ...`` runs the workload
-suite (``nnhal.bench_suite``), optionally with a user model file
+suite (``nnhal.tools.bench_suite``), optionally with a user model file
 (``--model``), the issue's targets (``--targets``) and plots (``--plot``).
 """
 
@@ -17,7 +17,7 @@ EXIT_OK, EXIT_FAILED = 0, 1
 
 def add_bench_parser(sub, legacy: Callable[[argparse.Namespace], int]) -> None:
     """Add ``bench`` to the ``nnhal`` subparsers; ``legacy`` runs ``bench control-flow``."""
-    from nnhal.bench_modes import MODES
+    from nnhal.tools.bench_modes import MODES
 
     p = sub.add_parser(
         "bench",
@@ -81,9 +81,9 @@ def cmd_bench_suite(args: argparse.Namespace) -> int:
         usage("choose --suite control-flow (or --model FILE), or `bench control-flow`")
     if args.rounds < 1 or args.warmup < 0 or any(n < 0 for n in args.trips or []):
         usage("--rounds must be >= 1, --warmup >= 0 and every --trips >= 0")
-    from nnhal.bench_modes import MODES
-    from nnhal.bench_suite import print_table, run_suite, write_csv, write_json
-    from nnhal.bench_workloads import suite, user_workload
+    from nnhal.tools.bench_modes import MODES
+    from nnhal.tools.bench_suite import print_table, run_suite, write_csv, write_json
+    from nnhal.tools.bench_workloads import suite, user_workload
 
     try:
         workloads = suite(args.workload) if args.suite else []
@@ -107,7 +107,7 @@ def cmd_bench_suite(args: argparse.Namespace) -> int:
     )
     print_table(doc, args.compare)
     if args.targets:
-        from nnhal.bench_targets import print_targets, run_targets
+        from nnhal.tools.bench_targets import print_targets, run_targets
 
         prepare = {w["name"]: w["prepare"] for w in doc["workloads"]}
         doc["targets"] = run_targets(rounds=max(args.rounds, 7), prepare=prepare)
@@ -117,7 +117,7 @@ def cmd_bench_suite(args: argparse.Namespace) -> int:
     if args.csv:
         write_csv(doc, args.csv)
     if args.plot:
-        from nnhal.bench_plot import write_plots
+        from nnhal.tools.bench_plot import write_plots
 
         written = write_plots(doc, args.plot)
         print(f"plots: {written}" if isinstance(written, str) else f"plots: {', '.join(written)}")

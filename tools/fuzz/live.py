@@ -7,7 +7,7 @@ make the device fail or stall); the rest is the request message, sent as is
 (``channel.unary_unary`` with identity serializers, so it may be any bytes).
 For the burst stream the rest is split into messages at each ``0xFE 0xFE``.
 
-The server (``driver.server.create_server`` on 127.0.0.1, in this process)
+The server (``nnhal.driver.server.create_server`` on 127.0.0.1, in this process)
 starts once with three seed models prepared (ids 1 to 3). Each case must end
 with an answer: a reply that parses, whose HAL status is an ErrorStatus and
 whose message is not an internal error or a traceback, or a gRPC status other
@@ -29,8 +29,8 @@ from typing import Any
 
 import grpc
 from google.protobuf.message import Message
+from nnhal.tools.fuzz.targets import FuzzFailure, internal_text
 
-from fuzz.targets import FuzzFailure, internal_text
 from nnhal import convert as cv
 from nnhal._proto.v1_3 import control_pb2 as cpb
 from nnhal._proto.v1_3 import device_pb2 as dpb
@@ -71,8 +71,8 @@ class Live:
     """The server, a channel and one identity-serialized callable per RPC."""
 
     def __init__(self) -> None:
-        from driver.device import Device
-        from driver.server import create_server
+        from nnhal.driver.device import Device
+        from nnhal.driver.server import create_server
 
         self.server, self.address = create_server(Device(), "127.0.0.1:0")
         self.channel = grpc.insecure_channel(
@@ -122,7 +122,7 @@ def close_live(wait_s: float = 10.0) -> bool:
 
 
 def seed_model_list():
-    from fuzz.corpus import seed_models
+    from nnhal.tools.fuzz.corpus import seed_models
 
     return [s for s in seed_models() if not s.model.referenced][:2] + [
         s for s in seed_models() if s.model.referenced
@@ -207,7 +207,7 @@ def grpc_target(data: bytes) -> None:
 
 def seed_calls() -> tuple[bytes, ...]:
     """One or more valid requests per RPC, against the seed models prepared at start."""
-    from fuzz.models import request_for
+    from nnhal.tools.fuzz.models import request_for
 
     seeds = seed_model_list()
     request = request_for(seeds[0].model, seeds[0].inputs)

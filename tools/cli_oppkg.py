@@ -8,7 +8,7 @@
     nnhal serve ... [--op-package DIR_OR_CONFIG ...] [--package-backend NAME]
 
 Config errors print one line each, ``FILE:LINE: ELEMENT: what was expected``,
-never a traceback. The driver is imported lazily (as in ``nnhal.cli``).
+never a traceback. The driver is imported lazily (as in ``nnhal.tools.cli``).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ def _err(prog: str, message: str) -> None:
 
 
 def _load_specs(paths: list[str], prog: str) -> tuple[list[Any], int]:
-    from driver.op_packages import load_config
-    from driver.op_packages.spec import ConfigError
+    from nnhal.driver.op_packages import load_config
+    from nnhal.driver.op_packages.spec import ConfigError
 
     specs, failures = [], 0
     for path in paths:
@@ -40,7 +40,7 @@ def _load_specs(paths: list[str], prog: str) -> tuple[list[Any], int]:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from driver.op_packages.generator import generate
+    from nnhal.driver.op_packages.generator import generate
 
     prog = "nnhal oppkg generate"
     specs, failures = _load_specs(args.configs, prog)
@@ -77,13 +77,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def discover_packages(paths: list[str] | None, entry_points: bool = True) -> tuple[list, list]:
-    from driver.op_packages.discovery import discover
+    from nnhal.driver.op_packages.discovery import discover
 
     return discover(paths or (), entry_points=entry_points)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from driver.op_packages.discovery import backend_entry_points
+    from nnhal.driver.op_packages.discovery import backend_entry_points
 
     packages, skipped = discover_packages(args.op_package, not args.no_entry_points)
     for p in packages:
@@ -121,7 +121,7 @@ def package_backend(values: list[str] | str | None, profile: str | None = None) 
 def device_options(args: argparse.Namespace, profile: str | None = None) -> dict[str, Any]:
     """``Device(...)`` keyword arguments from --op-package / --package-backend for the
     device of ``profile`` (the --profile value). Broken packages are logged and skipped."""
-    from driver.op_packages.discovery import load_backends
+    from nnhal.driver.op_packages.discovery import load_backends
 
     packages, _skipped = discover_packages(getattr(args, "op_package", None))
     plugins, _ = load_backends()
@@ -155,10 +155,10 @@ def add_serve_options(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from driver.backends.explain import explain_model
-    from driver.device import Device
-    from driver.profile import load_profile
-    from nnhal.cli import _load_one
+    from nnhal.driver.backends.explain import explain_model
+    from nnhal.driver.device import Device
+    from nnhal.driver.profile import load_profile
+    from nnhal.tools.cli import _load_one
 
     test = _load_one(args.model, args.name)
     try:

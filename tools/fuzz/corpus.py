@@ -2,12 +2,12 @@
 
 - ``seed_models()``: (model, inputs) pairs: every test model of the CTS spec
   library (``cts/specs``, about 700, always in the repository), seeded
-  control-flow models of ``cts.fuzz_gen`` and, when ``FUZZ_VECTORS`` names
+  control-flow models of ``nnhal.cts.fuzz_gen`` and, when ``FUZZ_VECTORS`` names
   the NNAPI vectors folder (or is ``1``: ``$NNHAL_VECTORS``, else
   ``../shared/nnapi-vectors``), the 5,978 conformance models too (they cover
   all 102 operations; the long runs use them, CI does not depend on them).
 - ``model_messages()`` / ``config_files()``: the byte inputs of the proto and
-  loader targets (``fuzz.targets`` documents their layout).
+  loader targets (``nnhal.tools.fuzz.targets`` documents their layout).
 - ``write_corpus(target, folder)``: those seeds as files, for atheris.
 """
 
@@ -24,7 +24,8 @@ from nnhal import convert as cv
 from nnhal import convert_legacy as legacy
 from nnhal.types import Model
 
-ROOT = Path(__file__).resolve().parent.parent
+#: the repository checkout: the fuzz harness seeds from its examples and tests
+ROOT = Path(__file__).resolve().parents[2]
 SHARED_SEEDS = ROOT.parent / "shared" / "seeds"
 
 
@@ -47,9 +48,9 @@ def _vector_folder() -> Path | None:
 
 @functools.lru_cache(maxsize=1)
 def seed_models() -> tuple[Seed, ...]:
-    from cts.fuzz_gen import random_model
-    from cts.specs import load_library
-    from cts.variations import expand
+    from nnhal.cts.fuzz_gen import random_model
+    from nnhal.cts.specs import load_library
+    from nnhal.cts.variations import expand
 
     seeds: list[Seed] = []
     specs, _errors = load_library()
@@ -75,7 +76,7 @@ def seed_models() -> tuple[Seed, ...]:
 @functools.lru_cache(maxsize=1)
 def model_messages() -> tuple[bytes, ...]:
     """Inputs of ``proto_target``: a kind byte, then the serialized message."""
-    from fuzz.targets import MESSAGE_KINDS
+    from nnhal.tools.fuzz.targets import MESSAGE_KINDS
 
     kinds = {name: i for i, name in enumerate(MESSAGE_KINDS)}
     out: list[bytes] = []
@@ -92,7 +93,7 @@ def model_messages() -> tuple[bytes, ...]:
                 except ValueError:
                     pass  # a 1.3-only feature: no such legacy form
         if n % 2 == 0:
-            from fuzz.models import request_for
+            from nnhal.tools.fuzz.models import request_for
 
             request = request_for(seed.model, seed.inputs)
             prefix = bytes([kinds["request_1_3"], n >> 8 & 0xFF, n & 0xFF])
@@ -148,7 +149,7 @@ def seeds_for(target: str) -> tuple[bytes, ...]:
     if target == "loaders":
         return config_files()
     if target == "grpc":
-        from fuzz.live import seed_calls
+        from nnhal.tools.fuzz.live import seed_calls
 
         return seed_calls()
     return tuple(bytes([i]) * 64 for i in range(8))  # generated targets: any bytes do

@@ -1,8 +1,8 @@
 """How ``nnhal bench`` runs a workload: the execution modes, in this process.
 
 ==========  =================================================================
-executor    ``driver.executor`` ``CompiledModel.run`` (the compiled model alone)
-generic     the same compiled without ``driver.executor.specialize`` (what the
+executor    ``nnhal.driver.executor`` ``CompiledModel.run`` (the compiled model alone)
+generic     the same compiled without ``nnhal.driver.executor.specialize`` (what the
             specialisations gain)
 prepared    the driver's ``PreparedModel.execute`` on an inline request
             (request validation, pool mapping, output writing; no transport)
@@ -47,7 +47,7 @@ class Harness:
         deadline_ms: float | None = None,
         profile: str | None = None,
     ) -> None:
-        from driver.device import Device
+        from nnhal.driver.device import Device
 
         unknown = [m for m in modes if m not in MODES]
         if unknown:
@@ -58,7 +58,7 @@ class Harness:
         )
         self.deadline_ns = None if deadline_ms is None else int(deadline_ms * 1e6)
         if profile:
-            from driver.profile import load_profile
+            from nnhal.driver.profile import load_profile
 
             self.device = Device(load_profile(profile))
         else:
@@ -67,7 +67,8 @@ class Harness:
         self.address = ""
         self._release: list[Callable[[], object]] = []
         if any(m in _REMOTE for m in self.modes):
-            from driver.service import create_server
+            from nnhal.driver.service import create_server
+
             from nnhal.client import connect
 
             self.server, self.address = create_server(self.device, "127.0.0.1:0")
@@ -101,7 +102,7 @@ class Harness:
         out: dict[str, Callable[[], list[np.ndarray]]] = {}
         lt = self.loop_timeout_ns
         if "executor" in self.modes:
-            from driver.executor import compile_model
+            from nnhal.driver.executor import compile_model
 
             compiled = compile_model(model)
             out["executor"] = lambda: compiled.run(
@@ -110,7 +111,7 @@ class Harness:
                 deadline_ns=self._deadline(),
             )
         if "generic" in self.modes:
-            from driver.executor import compile_model
+            from nnhal.driver.executor import compile_model
 
             plain = compile_model(model, specialize=False)
             out["generic"] = lambda: plain.run(

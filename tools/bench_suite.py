@@ -1,15 +1,15 @@
 """``nnhal bench --suite control-flow``: every workload, every mode, peers side by side.
 
-For each workload (``nnhal.bench_workloads``) and each trip-count parameter,
-every way -- the execution modes of ``nnhal.bench_modes``, the numpy
-equivalent, and onnxruntime when installed (``nnhal.bench_onnx``) -- runs
+For each workload (``nnhal.tools.bench_workloads``) and each trip-count parameter,
+every way -- the execution modes of ``nnhal.tools.bench_modes``, the numpy
+equivalent, and onnxruntime when installed (``nnhal.tools.bench_onnx``) -- runs
 once as warm-up, with its outputs checked against the numpy equivalent, then
-in interleaved rounds (``nnhal.bench_measure``). Per way: latency statistics
+in interleaved rounds (``nnhal.tools.bench_measure``). Per way: latency statistics
 per parameter, and the per-iteration cost and fixed cost per call from the
 two-point fit over the iterations actually run. Per workload: prepare times
 (in-process, over gRPC, from the compilation cache when the device asks for
 cache files; onnxruntime session creation), the driver's Timing of one
-measured execution, and the per-operation profile (``nnhal.bench_profile``).
+measured execution, and the per-operation profile (``nnhal.tools.bench_profile``).
 Transport per call is ``grpc - prepared`` (medians at the largest parameter).
 """
 
@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from nnhal.tools.bench_measure import Stats, run_rounds, two_point_fit
+from nnhal.tools.bench_modes import MODES, Harness
+from nnhal.tools.bench_workloads import Workload
 
-from nnhal.bench_measure import Stats, run_rounds, two_point_fit
-from nnhal.bench_modes import MODES, Harness
-from nnhal.bench_workloads import Workload
 from nnhal.errors import HalError
 
 
@@ -97,8 +97,8 @@ def run_suite(
     device_profile: str | None = None,
 ) -> dict:
     """Run the suite; the JSON document (``ok`` false when any output disagreed)."""
-    from nnhal import bench_onnx
-    from nnhal.bench_profile import profile_operations
+    from nnhal.tools import bench_onnx
+    from nnhal.tools.bench_profile import profile_operations
 
     ort_skip = bench_onnx.available() if peers else "peers off (--no-peers)"
     lt_ns = None if loop_timeout_ms is None else int(loop_timeout_ms * 1e6)
@@ -160,7 +160,7 @@ def _output_shapes(w: Workload, inputs, expected) -> list | None:
 
 
 def _run_workload(h, w: Workload, params, rounds, min_time, warmup, ort_skip) -> dict:
-    from nnhal import bench_onnx
+    from nnhal.tools import bench_onnx
 
     peer = session = None
     entry: dict[str, Any] = {

@@ -11,7 +11,7 @@
   paddings...), operation codes, input lists, constants turned into
   NO_VALUE, subgraph references swapped, relaxed computation toggled.
   The nasty graphs of the in-process execution target are in
-  ``fuzz.graphs``.
+  ``nnhal.tools.fuzz.graphs``.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import struct
 from collections.abc import Sequence
 
 import numpy as np
+from nnhal.tools.fuzz.data import Draw
 
-from fuzz.data import Draw
 from nnhal.types import (
     OPERAND_TYPE_INFO,
     DataLocation,

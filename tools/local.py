@@ -1,0 +1,28 @@
+"""The driver in this process, for commands run without ``--target``.
+
+It sits behind a real gRPC server on a free loopback port, so an in-process
+run takes the same path as a run against ``nnhal serve``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from nnhal.vector_runner import connect_device
+
+
+@contextmanager
+def local_device(profile: str | None = None) -> Iterator[Any]:
+    """The driver in this process behind a gRPC server on a free port; yields a client Device."""
+    from nnhal.driver.device import Device
+    from nnhal.driver.profile import load_profile
+    from nnhal.driver.service import create_server
+
+    server, address = create_server(Device(load_profile(profile)), "127.0.0.1:0")
+    try:
+        with connect_device(address) as dev:
+            yield dev
+    finally:
+        server.stop(None)
