@@ -28,6 +28,7 @@ from nnhal.driver.executor import compile_model
 from nnhal.driver.executor.model import Cancel
 from nnhal.driver.server import create_server
 from nnhal.driver.sessions import MAX_LEASE_MS, MIN_LEASE_MS, SessionTable
+from repo_paths import REPO_ROOT
 
 from nnhal import control
 from nnhal._proto.v1_3 import control_pb2 as cpb
@@ -38,7 +39,7 @@ from nnhal.client import connect
 from nnhal.errors import GeneralFailure, InvalidArgument
 from nnhal.types import ErrorStatus
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = REPO_ROOT
 
 
 def _wait_for(predicate, timeout_s: float = 20.0, what: str = "condition"):
@@ -296,7 +297,7 @@ def test_a_killed_client_process_leaves_nothing_behind(server):
     endless execution in shared memory."""
     mappings_before = _shm_mappings()
     child = subprocess.Popen(
-        [sys.executable, str(REPO / "tests" / "dying_client.py"), server, "2.0"],
+        [sys.executable, str(REPO / "tests" / "driver" / "dying_client.py"), server, "2.0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

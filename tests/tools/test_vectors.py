@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from repo_paths import REPO_ROOT
 
 from nnhal.builder import ModelBuilder
 from nnhal.types import (
@@ -38,7 +39,7 @@ from nnhal.vectors import (
     tolerance,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 F32 = OperandType.TENSOR_FLOAT32
 F16 = OperandType.TENSOR_FLOAT16
 

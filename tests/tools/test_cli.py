@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from nnhal.tools.cli import main
+from repo_paths import REPO_ROOT
 
 from nnhal.builder import ModelBuilder
 from nnhal.types import OperandType, OperationType
@@ -24,7 +25,7 @@ from nnhal.vectors import model_to_json, save_vectors
 F32 = OperandType.TENSOR_FLOAT32
 I32 = OperandType.TENSOR_INT32
 BOOL8 = OperandType.TENSOR_BOOL8
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO_ROOT
 
 
 # ---- helpers -----------------------------------------------------------------

@@ -13,10 +13,11 @@ from nnhal.driver.op_packages.generator import GENERATED_MARK, generate
 from nnhal.driver.op_packages.nnapi_types import extension_operand_types, nnapi_types, refused
 from nnhal.driver.op_packages.spec import ConfigError, PackageSpec, canonical_datatype
 from nnhal.tools.cli import main
+from repo_paths import REPO_ROOT
 
 from nnhal.types import OperandType as T
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 DATA = ROOT / "tests" / "data" / "op_packages"
 EXAMPLES = ROOT / "examples"
 INVALID = json.loads((DATA / "invalid" / "expected.json").read_text())

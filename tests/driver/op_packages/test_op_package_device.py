@@ -13,6 +13,7 @@ from nnhal.driver.backends.explain import explain_model
 from nnhal.driver.device import Device
 from nnhal.driver.op_packages.discovery import discover, load_path
 from nnhal.driver.service import create_server
+from repo_paths import REPO_ROOT
 
 from nnhal.builder import ModelBuilder
 from nnhal.client import connect
@@ -20,7 +21,7 @@ from nnhal.errors import InvalidArgument
 from nnhal.types import OperandType as T
 from nnhal.types import OperationType as Op
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 EXAMPLES = ROOT / "examples"
 _spec = importlib.util.spec_from_file_location("while_models", EXAMPLES / "while_models.py")
 wm = importlib.util.module_from_spec(_spec)

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from repo_paths import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 EXAMPLES = ROOT / "examples"
 sys.path.insert(0, str(EXAMPLES))
 import while_models as wm

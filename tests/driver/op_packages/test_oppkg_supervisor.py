@@ -14,7 +14,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -22,6 +21,7 @@ from nnhal.driver.device import Device
 from nnhal.driver.op_packages.discovery import load_path
 from nnhal.driver.profile import ProfileError, parse_profile
 from nnhal.driver.service import create_server
+from repo_paths import REPO_ROOT
 
 from nnhal.builder import ModelBuilder
 from nnhal.client import connect
@@ -29,7 +29,7 @@ from nnhal.errors import GeneralFailure, MissedDeadline
 from nnhal.types import DeviceStatus, ErrorStatus
 from nnhal.types import OperandType as T
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 CONFIG = ROOT / "tests" / "data" / "op_packages" / "misbehaving" / "misbehaving.json"
 EXTENSION = "udo.misbehaving_package"
 OPS = ["Good", "Fail", "Hang", "Exit", "Crash", "Nap", "Pid", "Odd"]

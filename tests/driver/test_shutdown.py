@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 from grpc_health.v1 import health_pb2 as hpb
 from grpc_health.v1 import health_pb2_grpc as hgrpc
+from repo_paths import REPO_ROOT
 
 from nnhal._proto.v1_3 import device_pb2 as dpb
 from nnhal._proto.v1_3 import device_pb2_grpc as dgrpc
@@ -30,7 +31,7 @@ from nnhal.client import connect
 from nnhal.errors import DeviceUnavailable
 from nnhal.types import OperandType as T
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO_ROOT
 SOFT_CLIP = "com.example.soft_clip_package"
 GATED_KERNEL = '''
 """SoftClip held at a gate (tests/test_shutdown.py)."""

@@ -16,6 +16,7 @@ from multiprocessing import resource_tracker, shared_memory
 import grpc
 import numpy as np
 import pytest
+from repo_paths import REPO_ROOT
 
 from nnhal import convert as cv
 from nnhal import convert_legacy as legacy
@@ -743,9 +744,8 @@ _SERVE = (
 def test_serve_forever_in_another_process(tmp_path) -> None:
     import signal
     import subprocess
-    from pathlib import Path
 
-    repo = Path(__file__).resolve().parent.parent
+    repo = REPO_ROOT
     proc = subprocess.Popen(
         [sys.executable, "-c", _SERVE],
         cwd=repo,

@@ -1,7 +1,7 @@
 """A client process that tests kill (tests/test_sessions.py): it takes driver objects,
 starts an endless execution and a burst, prints the ids as one JSON line, and waits.
 
-Usage: python tests/dying_client.py ADDRESS LEASE_S
+Usage: python tests/driver/dying_client.py ADDRESS LEASE_S
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from repo_paths import REPO_ROOT
 
 from nnhal.builder import ModelBuilder
 from nnhal.errors import GeneralFailure, InvalidArgument
@@ -242,7 +243,7 @@ def test_a_device_with_op_packages_does_not_cache(tmp_path) -> None:
     from nnhal.driver.device import Device
     from nnhal.driver.op_packages.discovery import load_path
 
-    root = Path(__file__).resolve().parent.parent / "examples" / "qnn_xml"
+    root = REPO_ROOT / "examples" / "qnn_xml"
     configs = sorted(root.glob("*.xml"))
     if not configs:
         pytest.skip("examples/qnn_xml has no op package")

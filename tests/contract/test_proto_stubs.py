@@ -7,10 +7,11 @@ import re
 from pathlib import Path
 
 import pytest
+from repo_paths import REPO_ROOT
 
 from nnhal import types as T
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = REPO_ROOT
 
 grpc_tools = pytest.importorskip("grpc_tools", reason="grpcio-tools is in the [test] extra")
 
