@@ -6,6 +6,8 @@ generic (``driver``, ``cts``) lands in site-packages:
 
     driver/  -> nnhal.driver    (the driver service, device, executor, operations)
     cts/     -> nnhal.cts       (the conformance suite)
+    runtime/ -> nnhal.runtime   (the NNAPI runtime: partitioning, CPU fallback)
+    importers/ -> nnhal.importers (TFLite and ONNX files to NNAPI models)
     tools/   -> nnhal.tools     (the command line, benchmarks, stress, fuzzing)
     proto/   -> nnhal.proto     (the .proto sources, shipped as package data)
 
@@ -18,6 +20,8 @@ from setuptools import find_packages, setup
 LAYERS = {
     "nnhal.driver": "driver",
     "nnhal.cts": "cts",
+    "nnhal.runtime": "runtime",
+    "nnhal.importers": "importers",
     "nnhal.tools": "tools",
     "nnhal.proto": "proto",
 }

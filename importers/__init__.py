@@ -1,0 +1,1 @@
+"""Model importers: TFLite and ONNX files to NNAPI models (installed as ``nnhal.importers``)."""
