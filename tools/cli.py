@@ -573,6 +573,7 @@ def build_parser() -> argparse.ArgumentParser:
     _oppkg().add_parsers(sub)  # `nnhal oppkg ...`, `nnhal explain`
     import_module("nnhal.tools.cli_trace").add_parsers(sub)  # trace, devices, faults
     import_module("nnhal.tools.cli_stress").add_parsers(sub)  # stress, resources
+    import_module("nnhal.tools.cli_import").add_parsers(sub)  # import (TFLite, ONNX)
     return parser
 
 
