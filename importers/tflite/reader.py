@@ -254,21 +254,19 @@ def _read(buf: bytes) -> TfModel:
         custom = oc.CustomCode()
         codes.append((name, int(oc.Version()), custom.decode("utf-8", "replace") if custom else ""))
 
-    # buffers: (start, nbytes) in the file, or None for empty buffers
+    # buffers: (start, nbytes) in the file, or None for empty buffers; their extent is
+    # checked where a tensor uses them (so the error names the tensor), then for the rest
     buffers: list[tuple[int, int] | None] = []
     for b in range(model.BuffersLength()):
         fb = model.Buffers(b)
         ext = _vector_extent(fb, 4)
         offset, size = int(fb.Offset()), int(fb.Size())
         if offset > 1:  # buffers of models over 2 GB live after the flatbuffer
-            _check_extent(buf, offset, size, f"buffer {b} (offset {offset}, size {size})")
             buffers.append((offset, size))
         elif ext is not None and ext[1] > 0:
-            _check_extent(buf, ext[0], ext[1], f"buffer {b}")
             buffers.append(ext)
         else:
             buffers.append(None)
-
     n_subgraphs = model.SubgraphsLength()
     if n_subgraphs == 0:
         raise TFLiteFormatError("the model has no subgraphs")
@@ -326,6 +324,9 @@ def _read(buf: bytes) -> TfModel:
             TfSubgraph(s, name.decode("utf-8", "replace") if name else "", tensors, operators,
                        inputs, outputs)
         )
+    for b, ext in enumerate(buffers):
+        if ext is not None:
+            _check_extent(buf, ext[0], ext[1], f"buffer {b}")
     _check_calls(subgraphs)
     for sg in subgraphs:
         _check_dataflow(sg)
@@ -373,6 +374,7 @@ def _read_tensor(
     extent = buffers[b] if buffers else None
     if extent is not None:
         start, nbytes = extent
+        _check_extent(buf, start, nbytes, f"{where}: its data (buffer {b})")
         dtype = TENSOR_TYPES.get(rec.type, ("", None))[1]
         if dtype is None:
             rec.data = np.frombuffer(buf, np.uint8, nbytes, start)  # kept raw (strings...)
