@@ -1,0 +1,115 @@
+"""TFLite test models: imported as the NNAPI delegate would, run in nnhal, compared with TFLite.
+
+References: the outputs TFLite's interpreter gave at model creation (stored .npz),
+and LiteRT itself when ``ai_edge_litert`` is installed (the ``tflite`` extra).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tflite_cases import MODELS, assert_matches, model_path, reference
+
+from nnhal.importers.tflite import import_tflite
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    from nnhal.driver.executor import compile_model
+
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            result = import_tflite(model_path(name))
+            assert result.complete, [s.line() for s in result.skipped]
+            cache[name] = (result, compile_model(result.partitions[0].model))
+        return cache[name]
+
+    return get
+
+
+WHOLE = [name for name, whole in MODELS.items() if whole]
+
+
+@pytest.mark.parametrize("name", WHOLE)
+def test_whole_model_matches_tflite_interpreter(name, compiled):
+    result, model = compiled(name)
+    ins, want = reference(name)
+    got = model.run([np.atleast_1d(x) for x in ins])
+    assert len(got) == len(want)
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert g.dtype == w.dtype, f"output {k}: {g.dtype} vs {w.dtype}"
+        assert_matches(g, w, f"{name} output {k}")
+
+
+@pytest.mark.parametrize("name", WHOLE)
+def test_whole_model_matches_litert(name, compiled):
+    litert = pytest.importorskip("ai_edge_litert.interpreter")
+    _, model = compiled(name)
+    ins, _ = reference(name)
+    interp = litert.Interpreter(model_path=str(model_path(name)), num_threads=1)
+    interp.allocate_tensors()
+    for d, x in zip(interp.get_input_details(), ins):
+        interp.set_tensor(d["index"], x)
+    interp.invoke()
+    want = [interp.get_tensor(d["index"]) for d in interp.get_output_details()]
+    for k, (g, w) in enumerate(zip(model.run([np.atleast_1d(x) for x in ins]), want)):
+        assert_matches(g, w, f"{name} output {k} vs LiteRT")
+
+
+def test_float16_weights_are_folded():
+    result = import_tflite(model_path("cnn_float16"))
+    sg = result.tflite.subgraphs[0]
+    dequant = [op.index for op in sg.operators if op.name == "DEQUANTIZE"]
+    assert dequant and result.folded == dequant
+    ops = result.partitions[0].model.main.operations
+    assert len(ops) == result.nodes - len(dequant)  # no DEQUANTIZE left in the NNAPI model
+    from nnhal.types import OperandType
+
+    types = {o.type for o in result.partitions[0].model.main.operands}
+    assert OperandType.TENSOR_FLOAT16 not in types
+
+
+def test_int8_model_uses_signed_and_per_channel_types():
+    from nnhal.types import OperandType as T
+
+    model = import_tflite(model_path("cnn_int8")).partitions[0].model
+    types = {o.type for o in model.main.operands}
+    assert T.TENSOR_QUANT8_ASYMM_SIGNED in types
+    assert T.TENSOR_QUANT8_SYMM_PER_CHANNEL in types  # conv filters, per output channel
+    conv = [op for op in model.main.operations if op.type == 3]  # CONV_2D
+    filt = model.main.operands[conv[0].inputs[1]]
+    assert filt.extraParams.channelDim == 0
+
+
+def test_while_becomes_nnapi_while():
+    from nnhal.types import OperationType
+
+    model = import_tflite(model_path("while_loop")).partitions[0].model
+    assert [op.type for op in model.main.operations] == [OperationType.WHILE]
+    assert len(model.referenced) == 2  # condition and body
+
+
+def test_unsupported_node_is_listed_with_reason_and_graph_partitioned():
+    result = import_tflite(model_path("lstm"))
+    assert not result.complete
+    (skip,) = result.skipped
+    assert skip.op == "WHILE"
+    assert "GATHER" in skip.reason and "0-dimension" in skip.reason
+    # the nodes around it are still delegated, as two partitions
+    assert [p.nodes for p in result.partitions] == [[0], [2, 3]]
+    assert result.delegated == result.nodes - 1
+
+
+def test_partition_runs_on_its_own():
+    """The partition after the CPU node takes the CPU node's output as a model input."""
+    from nnhal.driver.executor import compile_model
+
+    result = import_tflite(model_path("lstm"))
+    part = result.partitions[1]
+    sg = result.tflite.subgraphs[0]
+    assert all(t in sg.operators[1].outputs for t in part.inputs)
+    feeds = [np.zeros(sg.tensors[t].shape, np.float32) for t in part.inputs]
+    outs = compile_model(part.model).run(feeds)
+    assert [o.shape for o in outs] == [tuple(sg.tensors[t].shape) for t in part.outputs]
