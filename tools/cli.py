@@ -574,6 +574,7 @@ def build_parser() -> argparse.ArgumentParser:
     import_module("nnhal.tools.cli_trace").add_parsers(sub)  # trace, devices, faults
     import_module("nnhal.tools.cli_stress").add_parsers(sub)  # stress, resources
     import_module("nnhal.tools.cli_import").add_parsers(sub)  # import (TFLite, ONNX)
+    import_module("nnhal.tools.cli_tflite").add_parsers(sub)  # tflite: run, compare with LiteRT
     return parser
 
 

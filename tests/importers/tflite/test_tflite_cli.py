@@ -1,0 +1,50 @@
+"""``nnhal import MODEL.tflite`` and ``nnhal tflite MODEL.tflite`` end to end (in-process device)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from tflite_cases import DATA, assert_matches, model_path, reference
+
+from nnhal.tools.cli import main
+from nnhal.vectors import load_vectors
+
+
+def test_import_writes_a_model_file_that_runs(tmp_path, capsys):
+    out = tmp_path / "cnn_int8.json"
+    rc = main(["import", str(model_path("cnn_int8")), "-o", str(out),
+               "--tflite-reference", str(DATA / "cnn_int8.npz")])
+    assert rc == 0, capsys.readouterr().err
+    (test,) = load_vectors(out)
+    from nnhal.driver.executor import compile_model
+
+    got = compile_model(test.model).run(test.inputs)
+    _, want = reference("cnn_int8")
+    assert_matches(got[0], want[0], "cnn_int8 from the written file")
+    assert np.array_equal(test.expected[0].reshape(want[0].shape), want[0])
+
+
+def test_import_json_report_lists_partitions_and_reasons(capsys):
+    assert main(["import", str(model_path("lstm")), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["operators"] == 4 and doc["delegated"] == 3
+    assert [p["nodes"] for p in doc["partitions"]] == [[0], [2, 3]]
+    assert doc["not_delegated"][0]["op"] == "WHILE"
+
+
+def test_tflite_command_runs_on_the_device(capsys):
+    rc = main(["tflite", str(model_path("cnn_uint8")), "--inputs", str(DATA / "cnn_uint8.npz"),
+               "--repeat", "1", "--json"])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    doc = json.loads(captured.out)
+    assert doc["delegated"] == doc["operators"] == 7
+    if "outputs" in doc:  # LiteRT installed
+        assert doc["outputs"][0]["max_steps"] <= 1
+
+
+def test_tflite_command_refuses_partial_delegation(capsys):
+    rc = main(["tflite", str(model_path("lstm")), "--repeat", "1"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "GATHER" in err and len(err.strip().splitlines()) == 1

@@ -1,0 +1,183 @@
+"""``nnhal tflite MODEL.tflite [--inputs FILE.npz] [--target ADDR] [--repeat N] [--json]``.
+
+Imports the model as TFLite's NNAPI delegate would (``nnhal.importers.tflite``),
+runs it on the device (``--target``, or the in-process driver behind a real
+gRPC server), and, when LiteRT is installed (``pip install 'nnhal[tflite]'``),
+runs the same inputs in LiteRT (one thread) and reports per output the largest
+absolute and relative difference (quantization steps for integer outputs) and
+the median times of both.
+
+Models the delegate would not take whole (some node left to TFLite's CPU
+kernels) are refused with the list of those nodes: running them needs the
+runtime's CPU fallback (each node as a single-operator LiteRT model), which this
+command does not do yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+
+__all__ = ["add_parsers", "cmd_tflite", "compare", "litert_run"]
+
+
+def add_parsers(sub: Any) -> None:
+    from nnhal.tools.cli import _add_device_args
+
+    p = sub.add_parser(
+        "tflite",
+        help="run a .tflite model on the device as the NNAPI delegate would, compare with LiteRT",
+        description="Import MODEL.tflite as TFLite's NNAPI delegate would, run it on the "
+        "device and (with LiteRT installed) in LiteRT, and report differences and times.",
+    )
+    p.add_argument("model", metavar="MODEL.tflite")
+    p.add_argument("--inputs", metavar="FILE.npz",
+                   help="input_0, input_1, ... (default: seeded random inputs)")
+    p.add_argument("--repeat", type=int, default=5, metavar="N",
+                   help="timed runs on each side (median reported; default 5)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    _add_device_args(p)
+    p.set_defaults(func=cmd_tflite)
+
+
+def _inputs(args: argparse.Namespace, tensors: list[Any]) -> list[np.ndarray]:
+    from nnhal.tools.cli import CliError
+
+    if args.inputs:
+        try:
+            data = np.load(args.inputs)
+            arrays = [data[f"input_{k}"] for k in range(len(tensors))]
+        except (OSError, KeyError, ValueError) as e:
+            raise CliError(f"{args.inputs}: {e}") from None
+        for k, (a, t) in enumerate(zip(arrays, tensors)):
+            if tuple(a.shape) != tuple(t.shape):
+                raise CliError(f"{args.inputs}: input_{k} has shape {list(a.shape)}, tensor "
+                               f"{t.name!r} needs {list(t.shape)}")
+        return [a.astype(np.dtype(_dtype(t))) for a, t in zip(arrays, tensors)]
+    rng = np.random.default_rng(0)
+    out = []
+    for t in tensors:
+        dt = np.dtype(_dtype(t))
+        if np.issubdtype(dt, np.floating):
+            out.append(rng.uniform(-1, 1, t.shape).astype(dt))
+        elif dt == np.bool_:
+            out.append(rng.integers(0, 2, t.shape).astype(dt))
+        else:
+            info = np.iinfo(dt)
+            lo, hi = max(info.min, -128), min(info.max, 255)
+            out.append(rng.integers(lo, hi + 1, t.shape).astype(dt))
+    return out
+
+
+def _dtype(t: Any) -> Any:
+    from nnhal.importers.tflite.reader import TENSOR_TYPES
+
+    return TENSOR_TYPES[t.type][1]
+
+
+def litert_run(path: str, inputs: list[np.ndarray], repeat: int) -> tuple[list[np.ndarray], float]:
+    """LiteRT's outputs and its median time (ms), single-threaded."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    interp = Interpreter(model_path=path, num_threads=1)
+    interp.allocate_tensors()
+    times = []
+    for _ in range(max(repeat, 1)):
+        for d, x in zip(interp.get_input_details(), inputs):
+            interp.set_tensor(d["index"], x)
+        t0 = time.perf_counter()
+        interp.invoke()
+        times.append((time.perf_counter() - t0) * 1e3)
+    outs = [interp.get_tensor(d["index"]).copy() for d in interp.get_output_details()]
+    return outs, statistics.median(times)
+
+
+def compare(got: np.ndarray, want: np.ndarray) -> dict[str, float]:
+    """Largest absolute and relative difference; quantization steps for integer outputs."""
+    g = np.asarray(got).reshape(want.shape).astype(np.float64)
+    w = want.astype(np.float64)
+    diff = np.abs(g - w)
+    if np.issubdtype(want.dtype, np.floating):
+        rel = diff / np.maximum(np.abs(w), np.finfo(np.float32).tiny)
+        return {"max_abs": float(diff.max(initial=0)), "max_rel": float(rel.max(initial=0))}
+    return {"max_steps": float(diff.max(initial=0))}
+
+
+def cmd_tflite(args: argparse.Namespace) -> int:
+    from nnhal.errors import HalError
+    from nnhal.importers.tflite import TFLiteFormatError, import_tflite
+    from nnhal.tools.cli import CliError, _device
+
+    if args.repeat < 1:
+        raise CliError("--repeat must be >= 1", 2)
+    try:
+        result = import_tflite(args.model)
+    except TFLiteFormatError as e:
+        raise CliError(f"{args.model}: {e}") from None
+    if not result.complete:
+        nodes = "; ".join(s.line() for s in result.skipped)
+        raise CliError(
+            f"{args.model}: {len(result.skipped)} operator(s) are not delegated ({nodes}); "
+            "running them on the CPU (LiteRT fallback) is not supported by `nnhal tflite` yet"
+        )
+    part = result.partitions[0]
+    sg = result.tflite.subgraphs[0]
+    inputs = _inputs(args, [sg.tensors[t] for t in part.inputs])
+    out_tensors = [sg.tensors[t] for t in part.outputs]
+    shapes = [tuple(t.shape) if t.shape else (1,) for t in out_tensors]
+    report: dict[str, Any] = {
+        "model": args.model,
+        "operators": result.nodes,
+        "delegated": result.delegated,
+        "nnapi_operations": part.operations,
+    }
+    with _device(args) as dev:
+        try:
+            t0 = time.perf_counter()
+            prepared = dev.prepareModel_1_3(part.model)
+            report["prepare_ms"] = (time.perf_counter() - t0) * 1e3
+        except HalError as e:
+            raise CliError(f"{args.model}: the device refused the model: {e}") from None
+        try:
+            times = []
+            feeds = [np.atleast_1d(x) for x in inputs]
+            for _ in range(args.repeat):
+                t0 = time.perf_counter()
+                res = prepared.execute(feeds, output_shapes=shapes, measure=True)
+                times.append((time.perf_counter() - t0) * 1e3)
+        except HalError as e:
+            raise CliError(f"{args.model}: execution failed: {e}") from None
+        finally:
+            prepared.release()
+    outputs = [np.asarray(o).reshape(t.shape) for o, t in zip(res.outputs, out_tensors)]
+    report["device_ms"] = statistics.median(times)
+    try:
+        ref, ref_ms = litert_run(args.model, inputs, args.repeat)
+    except ImportError:
+        report["litert"] = "not installed (pip install 'nnhal[tflite]')"
+    else:
+        report["litert_ms"] = ref_ms
+        report["outputs"] = [
+            {"name": t.name, "shape": list(t.shape), **compare(o, r)}
+            for t, o, r in zip(out_tensors, outputs, ref)
+        ]
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    print(f"{args.model}: {result.nodes} operators, {result.delegated} delegated "
+          f"({part.operations} NNAPI operations)")
+    print(f"  device: prepare {report['prepare_ms']:.1f} ms, execute median "
+          f"{report['device_ms']:.2f} ms over {args.repeat}")
+    if "litert_ms" in report:
+        print(f"  LiteRT (1 thread): invoke median {report['litert_ms']:.2f} ms")
+        for o in report["outputs"]:
+            diffs = ", ".join(f"{k} {v:.3g}" for k, v in o.items() if k.startswith("max_"))
+            print(f"  output {o['name']!r} {o['shape']}: {diffs}")
+    else:
+        print(f"  LiteRT: {report['litert']}")
+    return 0
