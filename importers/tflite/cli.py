@@ -4,7 +4,8 @@ Prints what TFLite's NNAPI delegate would do with the model (operators,
 partitions, every node it would leave to the CPU and why) and, with ``-o``,
 writes the NNAPI model(s) in the test-vector JSON format: one model when every
 node is delegated, else one per partition, named ``STEM/partition_K``.
-A bad file is one line (``CliError``) naming the subgraph, operator or tensor.
+A bad file raises ValueError (``nnhal`` prints it as one line, exit 1) naming the
+subgraph, operator or tensor.
 """
 
 from __future__ import annotations
@@ -54,9 +55,9 @@ def report(result: ImportResult, path: str) -> dict[str, Any]:
 
 
 def _error(path: str, e: Exception) -> Exception:
-    from nnhal.tools.cli import CliError
-
-    return CliError(f"{path}: {e}")
+    # a ValueError is printed by `nnhal` as one line with exit 1 (importers never import
+    # the tools layer, so not its CliError)
+    return ValueError(f"{path}: {e}")
 
 
 def run(args: argparse.Namespace) -> int:
