@@ -110,7 +110,8 @@ def _write(result: ImportResult, path: str, args: argparse.Namespace) -> None:
                 raise _error(ref, e) from None
             kw = {"inputs": [np.atleast_1d(x) for x in ins],
                   "expected": [np.atleast_1d(x) for x in outs]}
-        docs.append(model_to_json(part.model, name=name, **kw))
+        names = [part.operand_names] + [[] for _ in part.model.referenced]
+        docs.append(model_to_json(part.model, name=name, operand_names=names, **kw))
     try:
         save_vectors(args.output, docs)
     except OSError as e:

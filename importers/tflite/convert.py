@@ -64,6 +64,8 @@ class Partition:
     outputs: list[int]
     #: NNAPI operations emitted (a TFLite node may become several, or none if folded)
     operations: int = 0
+    #: per main-subgraph operand: the TFLite tensor name it stands for ("" for made ones)
+    operand_names: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -357,7 +359,11 @@ class _Converter:
                     ctx.operands[t] = out_of[t]
             ops_mod.MAPPERS[op.name](ctx, op)
         _pass_through(ctx, outputs, out_of)
-        return Partition(nodes, mb.build(), inputs, outputs, ctx.emitted)
+        model = mb.build()
+        names = [""] * len(model.main.operands)
+        for t, idx in [*ctx.operands.items(), *out_of.items()]:
+            names[int(idx)] = sg.tensors[t].name
+        return Partition(nodes, model, inputs, outputs, ctx.emitted, names)
 
     def run(self) -> ImportResult:
         sg = self.model.subgraphs[0]
