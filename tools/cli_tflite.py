@@ -88,6 +88,9 @@ def litert_run(path: str, inputs: list[np.ndarray], repeat: int) -> tuple[list[n
     interp.allocate_tensors()
     times = []
     for _ in range(max(repeat, 1)):
+        # variable tensors (LSTM states) carry over between invokes: start each from zeros,
+        # as the NNAPI model does (read-only states are constant zeros there)
+        interp.reset_all_variables()
         for d, x in zip(interp.get_input_details(), inputs):
             interp.set_tensor(d["index"], x)
         t0 = time.perf_counter()

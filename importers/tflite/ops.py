@@ -587,7 +587,8 @@ def unidirectional_lstm(ctx: OpContext, op: TfOperator) -> None:
         raise Unsupported("Supporting only operation with 20 or 24 inputs")
     ins = [ctx.input(i) if i != -1 else ctx.omitted(T.TENSOR_FLOAT32) for i in op.inputs[:20]]
     o = op.options
-    ins += ctx.scalars(T.INT32, fuse_code(o.FusedActivationFunction()))
+    # the LSTM activation operand is TFLite's ActivationFunctionType itself (4 = tanh)
+    ins += ctx.scalars(T.INT32, o.FusedActivationFunction())
     ins += ctx.scalars(T.FLOAT32, o.CellClip(), o.ProjClip())
     ins += ctx.scalars(T.BOOL, bool(o.TimeMajor()))
     for k in range(20, 24):

@@ -1,6 +1,6 @@
 """Writes the TFLite test models and their reference outputs (run once, by hand).
 
-    pip install tensorflow-cpu ai-edge-litert   # development time only
+    pip install tensorflow-cpu tf-keras ai-edge-litert   # development time only
     python tests/data/tflite/make_models.py
 
 Each model ``NAME.tflite`` gets ``NAME.npz`` beside it: the inputs (``input_K``)
@@ -135,6 +135,22 @@ def cnn_uint8() -> None:
 
 
 def lstm() -> None:
+    """tf_keras (Keras 2) LSTM: the converter fuses it into UNIDIRECTIONAL_SEQUENCE_LSTM."""
+    import tf_keras
+
+    tf_keras.utils.set_random_seed(2)
+    L = tf_keras.layers
+    x_in = tf_keras.Input((6, 4), batch_size=1)
+    h = L.LSTM(8, return_sequences=True)(x_in)
+    out = L.Dense(3)(h)
+    model = tf_keras.Model(x_in, out)
+    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    x = RNG.uniform(-1, 1, (1, 6, 4)).astype(np.float32)
+    save("lstm", conv.convert(), [x])
+
+
+def lstm_while() -> None:
+    """Keras 3 LSTM: converted as a WHILE loop over the time steps."""
     tf.keras.utils.set_random_seed(2)
     L = tf.keras.layers
     x_in = tf.keras.Input((6, 4), batch_size=1)
@@ -143,7 +159,7 @@ def lstm() -> None:
     model = tf.keras.Model(x_in, out)
     conv = tf.lite.TFLiteConverter.from_keras_model(model)
     x = RNG.uniform(-1, 1, (1, 6, 4)).astype(np.float32)
-    save("lstm", conv.convert(), [x])
+    save("lstm_while", conv.convert(), [x])
 
 
 def while_loop() -> None:
@@ -170,6 +186,6 @@ def while_loop() -> None:
 if __name__ == "__main__":
     import sys
 
-    for name in sys.argv[1:] or ["cnn_float16", "cnn_int8", "cnn_dynamic_range", "lstm",
+    for name in sys.argv[1:] or ["cnn_float16", "cnn_int8", "cnn_dynamic_range", "lstm", "lstm_while",
                                  "while_loop", "cnn_uint8"]:
         globals()[name]()

@@ -26,7 +26,7 @@ def test_import_writes_a_model_file_that_runs(tmp_path, capsys):
 
 
 def test_import_json_report_lists_partitions_and_reasons(capsys):
-    assert main(["import", str(model_path("lstm")), "--json"]) == 0
+    assert main(["import", str(model_path("lstm_while")), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["operators"] == 4 and doc["delegated"] == 3
     assert [p["nodes"] for p in doc["partitions"]] == [[0], [2, 3]]
@@ -45,6 +45,6 @@ def test_tflite_command_runs_on_the_device(capsys):
 
 
 def test_tflite_command_refuses_partial_delegation(capsys):
-    rc = main(["tflite", str(model_path("lstm")), "--repeat", "1"])
+    rc = main(["tflite", str(model_path("lstm_while")), "--repeat", "1"])
     err = capsys.readouterr().err
     assert rc == 1 and "GATHER" in err and len(err.strip().splitlines()) == 1

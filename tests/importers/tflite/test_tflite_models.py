@@ -92,7 +92,7 @@ def test_while_becomes_nnapi_while():
 
 
 def test_unsupported_node_is_listed_with_reason_and_graph_partitioned():
-    result = import_tflite(model_path("lstm"))
+    result = import_tflite(model_path("lstm_while"))
     assert not result.complete
     (skip,) = result.skipped
     assert skip.op == "WHILE"
@@ -106,10 +106,20 @@ def test_partition_runs_on_its_own():
     """The partition after the CPU node takes the CPU node's output as a model input."""
     from nnhal.driver.executor import compile_model
 
-    result = import_tflite(model_path("lstm"))
+    result = import_tflite(model_path("lstm_while"))
     part = result.partitions[1]
     sg = result.tflite.subgraphs[0]
     assert all(t in sg.operators[1].outputs for t in part.inputs)
     feeds = [np.zeros(sg.tensors[t].shape, np.float32) for t in part.inputs]
     outs = compile_model(part.model).run(feeds)
     assert [o.shape for o in outs] == [tuple(sg.tensors[t].shape) for t in part.outputs]
+
+
+def test_keras2_lstm_is_one_nnapi_sequence_lstm():
+    from nnhal.types import OperationType
+
+    model = import_tflite(model_path("lstm")).partitions[0].model
+    kinds = [OperationType(op.type).name for op in model.main.operations]
+    assert kinds[0] == "UNIDIRECTIONAL_SEQUENCE_LSTM"
+    lstm = model.main.operations[0]
+    assert len(lstm.inputs) == 28  # 20 tensors, activation, clips, time_major, 4 layer norms

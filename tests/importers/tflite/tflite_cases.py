@@ -17,7 +17,8 @@ MODELS = {
     "cnn_uint8": True,
     "cnn_dynamic_range": True,
     "while_loop": True,
-    "lstm": False,
+    "lstm": True,
+    "lstm_while": False,
 }
 
 
