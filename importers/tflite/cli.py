@@ -15,7 +15,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from nnhal.importers.tflite import ImportResult, TFLiteFormatError, import_tflite
+from nnhal.importers.tflite import (
+    ImportResult,
+    TFLiteFormatError,
+    import_tflite,
+    parse_custom_op,
+)
 
 __all__ = ["add_arguments", "report", "run"]
 
@@ -27,6 +32,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE.npz",
         help="TFLite only: store these inputs (input_0, ...) and expected outputs "
         "(output_0, ...) with the model (whole-model imports only)",
+    )
+
+
+    parser.add_argument(
+        "--tflite-custom-op",
+        action="append",
+        default=[],
+        metavar="NAME=EXTENSION:OPERATION",
+        help="TFLite only: import custom operator NAME as operation OPERATION of op-package "
+        "extension EXTENSION (repeatable)",
     )
 
 
@@ -63,7 +78,8 @@ def _error(path: str, e: Exception) -> Exception:
 def run(args: argparse.Namespace) -> int:
     path = args.model
     try:
-        result = import_tflite(path)
+        custom = dict(parse_custom_op(s) for s in getattr(args, "tflite_custom_op", []) or [])
+        result = import_tflite(path, custom)
     except TFLiteFormatError as e:
         raise _error(path, e) from None
     doc = report(result, path)

@@ -248,11 +248,20 @@ class OpContext:
 
     # ---- emission ------------------------------------------------------------
 
-    def emit(self, nn: str, ins: Sequence[int], outs: Sequence[int], *,
+    def emit(self, nn: str | int, ins: Sequence[int], outs: Sequence[int], *,
              raw_outputs: bool = False) -> None:
+        """``nn``: an NNAPI operation name, or an operation code (extension operations)."""
         out_operands = list(outs) if raw_outputs else [self._output(t) for t in outs]
-        self.g.operation(OperationType[nn], list(ins), out_operands)
+        code = OperationType[nn] if isinstance(nn, str) else nn
+        self.g.operation(code, list(ins), out_operands)
         self.emitted += 1
+
+    def extension_operation(self, extension: str, number: int) -> int:
+        """The operation code of ``extension``'s operation ``number`` in this model."""
+        prefixes = self.conv.prefixes.setdefault(id(self.g.model), {})
+        if extension not in prefixes:
+            prefixes[extension] = self.g.model.extension(extension, len(prefixes) + 1)
+        return (prefixes[extension] << 16) | number
 
     def _output(self, t: int) -> OperandIndex:
         if t in self.operands:
@@ -265,12 +274,29 @@ class OpContext:
 
 
 class _Converter:
-    def __init__(self, model: TfModel) -> None:
+    def __init__(self, model: TfModel, custom_ops: dict[str, tuple[str, int]] | None) -> None:
         self.model = model
+        self.custom_ops = dict(custom_ops or {})
+        #: per ModelBuilder (by id): extension name -> prefix
+        self.prefixes: dict[int, dict[str, int]] = {}
         self.plans = [_Plan(sg) for sg in model.subgraphs]
         #: (ModelBuilder id, TFLite subgraph index) -> its NNAPI subgraph
         self._refs: dict[tuple[int, int], SubgraphBuilder] = {}
         self._building: set[int] = set()
+
+    def mapper(self, op: TfOperator) -> Any:
+        """The mapping function for ``op``, or None when nothing maps it."""
+        if op.name == "CUSTOM":
+            if op.custom_code not in self.custom_ops:
+                return None
+            extension, number = self.custom_ops[op.custom_code]
+
+            def custom(ctx: OpContext, op: TfOperator) -> None:
+                code = ctx.extension_operation(extension, number)
+                ctx.emit(code, [ctx.input(t) for t in op.inputs if t != -1], op.outputs)
+
+            return custom
+        return ops_mod.MAPPERS.get(op.name)
 
     # ---- referenced subgraphs (WHILE / IF) -----------------------------------
 
@@ -293,14 +319,15 @@ class _Converter:
             for op in sg.operators:
                 if op.index in plan.folded:
                     continue
-                if op.name not in ops_mod.MAPPERS:
+                fn = self.mapper(op)
+                if fn is None:
                     raise Unsupported(f"{role} subgraph {index}: {op.describe(index)}: "
-                                      "Unsupported operation type.")
+                                      f"{self.unmapped_reason(op)}")
                 try:
                     for t in op.outputs:  # outputs of the subgraph are written in place
                         if t in out_of and t not in ctx.operands:
                             ctx.operands[t] = out_of[t]
-                    ops_mod.MAPPERS[op.name](ctx, op)
+                    fn(ctx, op)
                 except Unsupported as e:
                     raise Unsupported(f"{role} subgraph {index}: {op.describe(index)}: {e}") from None
             _pass_through(ctx, sg.outputs, out_of)
@@ -313,17 +340,21 @@ class _Converter:
 
     def node_reason(self, op: TfOperator) -> str | None:
         """Why the delegate would not take this node on its own (None: it would)."""
-        if op.name == "CUSTOM":
-            return f"custom operator {op.custom_code!r}: the NNAPI delegate takes no custom operators"
-        if op.name == "DENSIFY":
-            return "DENSIFY of sparse weights: sparse formats are not decoded by this importer"
-        if op.name not in ops_mod.MAPPERS:
-            return "Unsupported operation type."
+        if self.mapper(op) is None:
+            return self.unmapped_reason(op)
         try:
             self._build([op.index], trial=True)
         except Unsupported as e:
             return str(e)
         return None
+
+    def unmapped_reason(self, op: TfOperator) -> str:
+        if op.name == "CUSTOM":
+            return (f"custom operator {op.custom_code!r}: the NNAPI delegate takes no custom "
+                    "operators (map it to an op-package extension operation with --custom-op)")
+        if op.name == "DENSIFY":
+            return "DENSIFY of sparse weights: sparse formats are not decoded by this importer"
+        return "Unsupported operation type."
 
     def _build(self, nodes: list[int], trial: bool = False) -> Partition:
         plan = self.plans[0]
@@ -357,7 +388,7 @@ class _Converter:
             for t in op.outputs:
                 if t in out_of and t not in ctx.operands:
                     ctx.operands[t] = out_of[t]
-            ops_mod.MAPPERS[op.name](ctx, op)
+            self.mapper(op)(ctx, op)
         _pass_through(ctx, outputs, out_of)
         model = mb.build()
         names = [""] * len(model.main.operands)
@@ -415,6 +446,12 @@ def _pass_through(ctx: OpContext, outputs: Sequence[int], out_of: dict[int, Oper
         ctx.emitted += 1
 
 
-def convert(model: TfModel) -> ImportResult:
-    """Convert a checked TFLite model; see the module docstring."""
-    return _Converter(model).run()
+def convert(model: TfModel, custom_ops: dict[str, tuple[str, int]] | None = None) -> ImportResult:
+    """Convert a checked TFLite model; see the module docstring.
+
+    ``custom_ops``: TFLite custom code -> (extension name, operation number): that custom
+    operator becomes the extension's operation (inputs and outputs in TFLite's order; its
+    custom options are not passed, the extension's defaults apply). An nnhal extension
+    beyond the delegate, for vendor kernels served by an op package.
+    """
+    return _Converter(model, custom_ops).run()

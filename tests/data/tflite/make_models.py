@@ -183,9 +183,106 @@ def while_loop() -> None:
     save("while_loop", conv.convert(), [x, np.array(5, np.int32)])
 
 
+def custom_op() -> None:
+    """ADD then a CUSTOM 'SoftClip' (limit * tanh(x / limit), limit 1): written with the
+    flatbuffer builder and the generated schema code, since converters emit custom
+    operators only for ops they cannot lower. The reference is TensorFlow's tanh."""
+    import flatbuffers
+    import tflite as S
+
+    c = np.array([[0.5, 0.5, -0.25, 1.0]], np.float32)
+    b = flatbuffers.Builder(1024)
+
+    def ints(start, values):
+        start(b, len(values))
+        for v in reversed(values):
+            b.PrependInt32(v)
+        return b.EndVector()
+
+    def tensor(name, buffer):
+        n = b.CreateString(name)
+        shape = ints(S.TensorStartShapeVector, [1, 4])
+        S.TensorStart(b)
+        S.TensorAddShape(b, shape)
+        S.TensorAddType(b, S.TensorType.FLOAT32)
+        S.TensorAddBuffer(b, buffer)
+        S.TensorAddName(b, n)
+        return S.TensorEnd(b)
+
+    def buffer(data: bytes | None):
+        vec = b.CreateByteVector(data) if data else None
+        S.BufferStart(b)
+        if vec is not None:
+            S.BufferAddData(b, vec)
+        return S.BufferEnd(b)
+
+    def opcode(builtin, custom=None):
+        name = b.CreateString(custom) if custom else None
+        S.OperatorCodeStart(b)
+        S.OperatorCodeAddDeprecatedBuiltinCode(b, min(builtin, 127))
+        S.OperatorCodeAddBuiltinCode(b, builtin)
+        S.OperatorCodeAddVersion(b, 1)
+        if name is not None:
+            S.OperatorCodeAddCustomCode(b, name)
+        return S.OperatorCodeEnd(b)
+
+    def operator(index, inputs, outputs, add_options=False):
+        ins = ints(S.OperatorStartInputsVector, inputs)
+        outs = ints(S.OperatorStartOutputsVector, outputs)
+        opts = None
+        if add_options:
+            S.AddOptionsStart(b)
+            S.AddOptionsAddFusedActivationFunction(b, 0)
+            opts = S.AddOptionsEnd(b)
+        S.OperatorStart(b)
+        S.OperatorAddOpcodeIndex(b, index)
+        S.OperatorAddInputs(b, ins)
+        S.OperatorAddOutputs(b, outs)
+        if opts is not None:
+            S.OperatorAddBuiltinOptionsType(b, S.BuiltinOptions.AddOptions)
+            S.OperatorAddBuiltinOptions(b, opts)
+        return S.OperatorEnd(b)
+
+    def vector(start, items):
+        start(b, len(items))
+        for it in reversed(items):
+            b.PrependUOffsetTRelative(it)
+        return b.EndVector()
+
+    tensors = [tensor("x", 1), tensor("c", 2), tensor("sum", 1), tensor("y", 1)]
+    ops = [operator(0, [0, 1], [2], add_options=True), operator(1, [2], [3])]
+    tv = vector(S.SubGraphStartTensorsVector, tensors)
+    ov = vector(S.SubGraphStartOperatorsVector, ops)
+    iv, outv = ints(S.SubGraphStartInputsVector, [0]), ints(S.SubGraphStartOutputsVector, [3])
+    S.SubGraphStart(b)
+    S.SubGraphAddTensors(b, tv)
+    S.SubGraphAddInputs(b, iv)
+    S.SubGraphAddOutputs(b, outv)
+    S.SubGraphAddOperators(b, ov)
+    sg = S.SubGraphEnd(b)
+    codes = [opcode(S.BuiltinOperator.ADD), opcode(S.BuiltinOperator.CUSTOM, "SoftClip")]
+    bufs = [buffer(None), buffer(None), buffer(c.tobytes())]
+    cv, sv = vector(S.ModelStartOperatorCodesVector, codes), vector(S.ModelStartSubgraphsVector, [sg])
+    bv = vector(S.ModelStartBuffersVector, bufs)
+    desc = b.CreateString("nnhal test: a custom operator")
+    S.ModelStart(b)
+    S.ModelAddVersion(b, 3)
+    S.ModelAddOperatorCodes(b, cv)
+    S.ModelAddSubgraphs(b, sv)
+    S.ModelAddDescription(b, desc)
+    S.ModelAddBuffers(b, bv)
+    b.Finish(S.ModelEnd(b), file_identifier=b"TFL3")
+    content = bytes(b.Output())
+    x = RNG.uniform(-3, 3, (1, 4)).astype(np.float32)
+    y = tf.tanh(tf.constant(x) + tf.constant(c)).numpy()  # limit 1
+    (HERE / "custom_op.tflite").write_bytes(content)
+    np.savez(HERE / "custom_op.npz", input_0=x, output_0=y)
+    print(f"custom_op: {len(content)} bytes (reference from TensorFlow, no interpreter run)")
+
+
 if __name__ == "__main__":
     import sys
 
     for name in sys.argv[1:] or ["cnn_float16", "cnn_int8", "cnn_dynamic_range", "lstm", "lstm_while",
-                                 "while_loop", "cnn_uint8"]:
+                                 "while_loop", "cnn_uint8", "custom_op"]:
         globals()[name]()

@@ -123,3 +123,51 @@ def test_keras2_lstm_is_one_nnapi_sequence_lstm():
     assert kinds[0] == "UNIDIRECTIONAL_SEQUENCE_LSTM"
     lstm = model.main.operations[0]
     assert len(lstm.inputs) == 28  # 20 tensors, activation, clips, time_major, 4 layer norms
+
+
+SOFT_CLIP = {"SoftClip": ("com.example.soft_clip_package", 0)}
+
+
+def test_custom_operator_is_listed_without_a_mapping():
+    result = import_tflite(model_path("custom_op"))
+    (skip,) = result.skipped
+    assert skip.op == "CUSTOM 'SoftClip'" and "--custom-op" in skip.reason
+    assert [p.nodes for p in result.partitions] == [[0]]
+
+
+def test_custom_operator_runs_in_the_op_package_over_grpc():
+    """Mapped to the example QNN op package's SoftClip, served by a device over gRPC."""
+    from nnhal.client import connect
+    from nnhal.driver.device import Device
+    from nnhal.driver.op_packages.discovery import load_path
+    from nnhal.driver.service import create_server
+    from repo_paths import REPO_ROOT
+
+    result = import_tflite(model_path("custom_op"), SOFT_CLIP)
+    assert result.complete
+    model = result.partitions[0].model
+    assert [e.name for e in model.extensionNameToPrefix] == ["com.example.soft_clip_package"]
+    pkgs = load_path(REPO_ROOT / "examples" / "qnn_xml" / "soft_clip.xml")
+    server, address = create_server(Device(op_packages=pkgs), "127.0.0.1:0")
+    try:
+        client = connect(address, timeout=10.0)
+        try:
+            assert client.getSupportedOperations_1_3(model) == [True, True]
+            ins, want = reference("custom_op")
+            prepared = client.prepareModel_1_3(model)
+            got = prepared.execute(ins).outputs
+            prepared.release()
+        finally:
+            client.close()
+    finally:
+        server.stop(None)
+    assert_matches(got[0], want[0], "custom_op vs TensorFlow's tanh")
+
+
+def test_bad_custom_op_mapping():
+    from nnhal.importers.tflite import parse_custom_op
+
+    assert parse_custom_op("A=x.y:3") == ("A", ("x.y", 3))
+    for bad in ("A", "A=x", "=x:1", "A=x:one", "A=:1", "A=x:70000"):
+        with pytest.raises(ValueError, match="NAME=EXTENSION:OPERATION"):
+            parse_custom_op(bad)
