@@ -19,6 +19,8 @@ import argparse
 import json
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -41,6 +43,10 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--repeat", type=int, default=5, metavar="N",
                    help="timed runs on each side (median reported; default 5)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--custom-op", action="append", default=[], metavar="NAME=EXTENSION:OPERATION",
+                   help="run TFLite custom operator NAME as an op-package extension operation")
+    p.add_argument("--op-package", action="append", metavar="DIR_OR_CONFIG",
+                   help="load an op package into the in-process driver (repeatable)")
     _add_device_args(p)
     p.set_defaults(func=cmd_tflite)
 
@@ -80,6 +86,31 @@ def _dtype(t: Any) -> Any:
     return TENSOR_TYPES[t.type][1]
 
 
+@contextmanager
+def _open_device(args: argparse.Namespace) -> Iterator[Any]:
+    """``--target``, or the in-process driver (with ``--op-package``s) behind a gRPC server."""
+    from nnhal.tools.cli import CliError, _device
+
+    if not args.op_package:
+        with _device(args) as dev:
+            yield dev
+        return
+    if args.target:
+        raise CliError("--op-package loads into the in-process driver; give it to the "
+                       "`nnhal serve` behind --target instead", 2)
+    from nnhal.driver.device import Device
+    from nnhal.driver.service import create_server
+    from nnhal.tools.cli_oppkg import device_options
+    from nnhal.vector_runner import connect_device
+
+    server, address = create_server(Device(**device_options(args)), "127.0.0.1:0")
+    try:
+        with connect_device(address) as dev:
+            yield dev
+    finally:
+        server.stop(None)
+
+
 def litert_run(path: str, inputs: list[np.ndarray], repeat: int) -> tuple[list[np.ndarray], float]:
     """LiteRT's outputs and its median time (ms), single-threaded."""
     from ai_edge_litert.interpreter import Interpreter
@@ -113,13 +144,17 @@ def compare(got: np.ndarray, want: np.ndarray) -> dict[str, float]:
 
 def cmd_tflite(args: argparse.Namespace) -> int:
     from nnhal.errors import HalError
-    from nnhal.importers.tflite import TFLiteFormatError, import_tflite
-    from nnhal.tools.cli import CliError, _device
+    from nnhal.importers.tflite import TFLiteFormatError, import_tflite, parse_custom_op
+    from nnhal.tools.cli import CliError
 
     if args.repeat < 1:
         raise CliError("--repeat must be >= 1", 2)
     try:
-        result = import_tflite(args.model)
+        custom = dict(parse_custom_op(s) for s in args.custom_op)
+    except ValueError as e:
+        raise CliError(str(e), 2) from None
+    try:
+        result = import_tflite(args.model, custom)
     except TFLiteFormatError as e:
         raise CliError(f"{args.model}: {e}") from None
     if not result.complete:
@@ -139,7 +174,7 @@ def cmd_tflite(args: argparse.Namespace) -> int:
         "delegated": result.delegated,
         "nnapi_operations": part.operations,
     }
-    with _device(args) as dev:
+    with _open_device(args) as dev:
         try:
             t0 = time.perf_counter()
             prepared = dev.prepareModel_1_3(part.model)
@@ -163,6 +198,8 @@ def cmd_tflite(args: argparse.Namespace) -> int:
         ref, ref_ms = litert_run(args.model, inputs, args.repeat)
     except ImportError:
         report["litert"] = "not installed (pip install 'nnhal[tflite]')"
+    except (RuntimeError, ValueError) as e:  # e.g. a custom operator LiteRT has no kernel for
+        report["litert"] = f"cannot run the model: {str(e).splitlines()[0]}"
     else:
         report["litert_ms"] = ref_ms
         report["outputs"] = [

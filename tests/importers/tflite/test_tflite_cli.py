@@ -48,3 +48,23 @@ def test_tflite_command_refuses_partial_delegation(capsys):
     rc = main(["tflite", str(model_path("lstm_while")), "--repeat", "1"])
     err = capsys.readouterr().err
     assert rc == 1 and "GATHER" in err and len(err.strip().splitlines()) == 1
+
+
+def test_tflite_command_with_custom_op_and_op_package(capsys):
+    from repo_paths import REPO_ROOT
+
+    rc = main(["tflite", str(model_path("custom_op")), "--inputs", str(DATA / "custom_op.npz"),
+               "--custom-op", "SoftClip=com.example.soft_clip_package:0",
+               "--op-package", str(REPO_ROOT / "examples" / "qnn_xml" / "soft_clip.xml"),
+               "--repeat", "1", "--json"])
+    captured = capsys.readouterr()
+    assert rc == 0, captured.err
+    doc = json.loads(captured.out)
+    assert doc["delegated"] == 2
+    # LiteRT has no SoftClip kernel: reported, not compared
+    assert "outputs" not in doc
+
+
+def test_tflite_command_bad_custom_op_is_usage_error(capsys):
+    rc = main(["tflite", str(model_path("custom_op")), "--custom-op", "SoftClip"])
+    assert rc == 2 and "NAME=EXTENSION:OPERATION" in capsys.readouterr().err
