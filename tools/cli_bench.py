@@ -77,6 +77,12 @@ def add_bench_parser(sub, legacy: Callable[[argparse.Namespace], int]) -> None:
 def cmd_bench_suite(args: argparse.Namespace) -> int:
     """Usage errors exit 2 through argparse (as every other subcommand's)."""
     usage = args.bench_parser.error
+    if args.model and args.model.lower().endswith(".tflite") and not args.suite:
+        if args.rounds < 1 or args.warmup < 0:
+            usage("--rounds must be >= 1 and --warmup >= 0")
+        from nnhal.tools.bench_tflite import cmd_bench_tflite  # TFLite vs LiteRT
+
+        return cmd_bench_tflite(args)
     if args.suite is None and args.model is None:
         usage("choose --suite control-flow (or --model FILE), or `bench control-flow`")
     if args.rounds < 1 or args.warmup < 0 or any(n < 0 for n in args.trips or []):

@@ -68,3 +68,13 @@ def test_tflite_command_with_custom_op_and_op_package(capsys):
 def test_tflite_command_bad_custom_op_is_usage_error(capsys):
     rc = main(["tflite", str(model_path("custom_op")), "--custom-op", "SoftClip"])
     assert rc == 2 and "NAME=EXTENSION:OPERATION" in capsys.readouterr().err
+
+
+def test_bench_model_tflite(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    rc = main(["bench", "--model", str(model_path("while_loop")), "--rounds", "1",
+               "--warmup", "0", "--json", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    doc = json.loads(out.read_text())
+    assert {"in-process", "grpc"} <= set(doc["ms"])
+    assert all(v > 0 for v in doc["ms"].values())
