@@ -37,6 +37,7 @@ from nnhal.driver.backends import Backend, OpQuery
 from nnhal.driver.extensions import REFERENCE_COST, ExtensionSet
 from nnhal.driver.limits import Limits, too_big
 from nnhal.driver.profile import Profile
+
 from nnhal.types import extension_prefix, is_extension_type, operation_name, type_name
 
 #: a rule: None when it has nothing against the operation, else why not
