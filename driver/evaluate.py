@@ -151,7 +151,9 @@ def evaluate(
     tensors = [a if isinstance(a, Tensor) else Tensor(a) if isinstance(a, np.ndarray) else None
                for a in args]  # fmt: skip
     if definition.primary >= len(args) or tensors[definition.primary] is None:
-        raise InvalidArgument(f"{definition.type.name}: input {definition.primary} must be a tensor")
+        raise InvalidArgument(
+            f"{definition.type.name}: input {definition.primary} must be a tensor"
+        )
     primary = tensors[definition.primary]
     primary_type = primary.operand_type()
 
@@ -191,9 +193,7 @@ def evaluate(
                 dimensions=None if spec is None else spec.dimensions,
             )
         dims = spec.dimensions if spec.dimensions is not None else None
-        out_indexes.append(
-            g.output(spec.type, dims, scale=spec.scale, zero_point=spec.zero_point)
-        )
+        out_indexes.append(g.output(spec.type, dims, scale=spec.scale, zero_point=spec.zero_point))
     g.operation(code, indexes, out_indexes)
     model = mb.build()
     validate_model(model)

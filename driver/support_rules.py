@@ -191,6 +191,6 @@ class SupportPipeline:
         if where is self.builtin:
             return self.builtin.name, "built-in kernel"
         if where is not None:
-            ok, declined = self.builtin.supports(query)
+            _, declined = self.builtin.supports(query)
             return f"plug-in {where.name}", "the reference backend declines: " + declined
         return "-", f"unsupported: {why}"

@@ -38,9 +38,7 @@ def describe(value: Any) -> str:
     if array.dtype == np.bool_:
         return f"{head} true={int(array.sum())} of {array.size}"
     numbers = array.astype(np.float64)
-    return (
-        f"{head} min={numbers.min():.6g} max={numbers.max():.6g} mean={numbers.mean():.6g}"
-    )
+    return f"{head} min={numbers.min():.6g} max={numbers.max():.6g} mean={numbers.mean():.6g}"
 
 
 def _traced_kernel(step: Step, kernel: Callable, emit: Emit) -> Callable:

@@ -34,11 +34,11 @@ def test_conv_implicit_and_explicit_padding_by_name():
     x = np.arange(9, dtype=F32).reshape(1, 3, 3, 1)
     w = np.ones((1, 2, 2, 1), F32)
     bias = np.zeros(1, F32)
-    (valid,) = evaluate("CONV_2D", [x, w, bias], dict(
-        padding=2, stride_width=1, stride_height=1, activation=0))  # fmt: skip
-    (explicit,) = evaluate("CONV_2D", [x, w, bias], dict(
-        padding_left=0, padding_right=0, padding_top=0, padding_bottom=0,
-        stride_width=1, stride_height=1, activation=0))  # fmt: skip
+    (valid,) = evaluate("CONV_2D", [x, w, bias], {
+        "padding": 2, "stride_width": 1, "stride_height": 1, "activation": 0})  # fmt: skip
+    (explicit,) = evaluate("CONV_2D", [x, w, bias], {
+        "padding_left": 0, "padding_right": 0, "padding_top": 0, "padding_bottom": 0,
+        "stride_width": 1, "stride_height": 1, "activation": 0})  # fmt: skip
     want = np.array([[0 + 1 + 3 + 4, 1 + 2 + 4 + 5], [3 + 4 + 6 + 7, 4 + 5 + 7 + 8]], F32)
     np.testing.assert_array_equal(valid[0, :, :, 0], want)
     np.testing.assert_array_equal(explicit, valid)
@@ -59,10 +59,14 @@ def test_quantized_output_spec():
         (lambda: evaluate("NOPE"), "unknown operation 'NOPE'"),
         (lambda: evaluate("ADD", [np.ones(2, F32)], {"bogus": 1}), "ADD has no input 'bogus'"),
         (lambda: evaluate("ADD", [np.ones(3, F32), np.ones(2, F32), 0]), "cannot be broadcast"),
-        (lambda: evaluate("ADD", [np.ones(2, F32), np.ones(2, F32), 0], {"activation": 0}),
-         "given twice"),
-        (lambda: evaluate("ADD", [np.ones(2, np.float64), np.ones(2, np.float64), 0]),
-         "no NNAPI tensor type for numpy dtype float64"),
+        (
+            lambda: evaluate("ADD", [np.ones(2, F32), np.ones(2, F32), 0], {"activation": 0}),
+            "given twice",
+        ),
+        (
+            lambda: evaluate("ADD", [np.ones(2, np.float64), np.ones(2, np.float64), 0]),
+            "no NNAPI tensor type for numpy dtype float64",
+        ),
     ],
 )
 def test_bad_arguments_are_invalid_argument(call, message):
@@ -115,7 +119,9 @@ def test_trace_reports_every_operation_in_order_with_values():
         "ADD (subgraph 2, operation 0)", "MUL (subgraph 2, operation 1)",
         "LESS (subgraph 1, operation 0)",
     ]  # fmt: skip
-    assert lines[5].endswith("(float32[2] [1.0, -3.0], float32[2] [2.0, 2.0]) -> (float32[2] [2.0, -6.0])")
+    assert lines[5].endswith(
+        "(float32[2] [1.0, -3.0], float32[2] [2.0, 2.0]) -> (float32[2] [2.0, -6.0])"
+    )
     assert lines[-1].endswith("-> (bool[1] [False])")
 
 
