@@ -65,9 +65,9 @@ def _layer(module: str) -> str | None:
     """The layer an import name belongs to (None: not ours)."""
     best = None
     for name, layer in LAYERS.items():
-        if module == name or module.startswith(name + "."):
-            if best is None or len(name) > len(best[0]):
-                best = (name, layer)
+        ours = module == name or module.startswith(name + ".")
+        if ours and (best is None or len(name) > len(best[0])):
+            best = (name, layer)
     return None if best is None else best[1]
 
 
@@ -144,7 +144,7 @@ def test_operations_and_executor_never_import_grpc():
         for m, imports in IMPORTS.items()
         if m.startswith(NO_GRPC)
         for target, line, _ in imports
-        if target == "grpc" or target.startswith("grpc.") or target.startswith("nnhal._proto")
+        if target == "grpc" or target.startswith(("grpc.", "nnhal._proto"))
     ]
     assert not wrong, "\n".join(wrong)
 
