@@ -7,10 +7,10 @@ runs the same inputs in LiteRT (one thread) and reports per output the largest
 absolute and relative difference (quantization steps for integer outputs) and
 the median times of both.
 
-Models the delegate would not take whole (some node left to TFLite's CPU
-kernels) are refused with the list of those nodes: running them needs the
-runtime's CPU fallback (each node as a single-operator LiteRT model), which this
-command does not do yet.
+Nodes the delegate would not take run on the CPU in LiteRT, each as a
+single-operator model (``nnhal.importers.tflite.fallback``); that needs LiteRT,
+without it such a model is refused with the list of those nodes. The report
+gives the plan (which step runs where) and each step's median time.
 """
 
 from __future__ import annotations
@@ -157,43 +157,46 @@ def cmd_tflite(args: argparse.Namespace) -> int:
         result = import_tflite(args.model, custom)
     except TFLiteFormatError as e:
         raise CliError(f"{args.model}: {e}") from None
-    if not result.complete:
-        nodes = "; ".join(s.line() for s in result.skipped)
-        raise CliError(
-            f"{args.model}: {len(result.skipped)} operator(s) are not delegated ({nodes}); "
-            "running them on the CPU (LiteRT fallback) is not supported by `nnhal tflite` yet"
-        )
-    part = result.partitions[0]
+    from nnhal.importers.tflite.fallback import TfliteRunner
+
     sg = result.tflite.subgraphs[0]
-    inputs = _inputs(args, [sg.tensors[t] for t in part.inputs])
-    out_tensors = [sg.tensors[t] for t in part.outputs]
-    shapes = [tuple(t.shape) if t.shape else (1,) for t in out_tensors]
+    inputs = _inputs(args, [sg.tensors[t] for t in sg.inputs])
+    out_tensors = [sg.tensors[t] for t in sg.outputs]
     report: dict[str, Any] = {
         "model": args.model,
         "operators": result.nodes,
         "delegated": result.delegated,
-        "nnapi_operations": part.operations,
+        "nnapi_operations": sum(p.operations for p in result.partitions),
+        "not_delegated": [s.line() for s in result.skipped],
     }
+    model_bytes = open(args.model, "rb").read()  # noqa: SIM115 - read whole, already parsed
     with _open_device(args) as dev:
         try:
             t0 = time.perf_counter()
-            prepared = dev.prepareModel_1_3(part.model)
+            runner = TfliteRunner(result, dev.prepareModel_1_3, model_bytes)
             report["prepare_ms"] = (time.perf_counter() - t0) * 1e3
         except HalError as e:
-            raise CliError(f"{args.model}: the device refused the model: {e}") from None
+            raise CliError(f"{args.model}: the device refused a partition: {e}") from None
+        except ImportError as e:
+            raise CliError(f"{args.model}: {len(result.skipped)} operator(s) are not delegated "
+                           f"({'; '.join(report['not_delegated'])}); {e}") from None
+        except ValueError as e:  # FallbackError: a CPU node LiteRT cannot run
+            raise CliError(f"{args.model}: {e}") from None
         try:
-            times = []
-            feeds = [np.atleast_1d(x) for x in inputs]
+            report["plan"] = runner.plan()
+            times, step_ms = [], []
             for _ in range(args.repeat):
                 t0 = time.perf_counter()
-                res = prepared.execute(feeds, output_shapes=shapes, measure=True)
+                outputs = runner.run(inputs)
                 times.append((time.perf_counter() - t0) * 1e3)
+                step_ms.append([s.ms for s in runner.steps])
         except HalError as e:
             raise CliError(f"{args.model}: execution failed: {e}") from None
         finally:
-            prepared.release()
-    outputs = [np.asarray(o).reshape(t.shape) for o, t in zip(res.outputs, out_tensors)]
-    report["device_ms"] = statistics.median(times)
+            runner.release()
+    report["run_ms"] = statistics.median(times)
+    report["step_ms"] = [statistics.median(col) for col in zip(*step_ms)]
+    outputs = [np.asarray(o).reshape(t.shape) for o, t in zip(outputs, out_tensors)]
     try:
         ref, ref_ms = litert_run(args.model, inputs, args.repeat)
     except ImportError:
@@ -210,9 +213,11 @@ def cmd_tflite(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
         return 0
     print(f"{args.model}: {result.nodes} operators, {result.delegated} delegated "
-          f"({part.operations} NNAPI operations)")
-    print(f"  device: prepare {report['prepare_ms']:.1f} ms, execute median "
-          f"{report['device_ms']:.2f} ms over {args.repeat}")
+          f"({report['nnapi_operations']} NNAPI operations), {len(result.skipped)} on the CPU")
+    for line, ms in zip(report["plan"], report["step_ms"]):
+        print(f"  {line}: {ms:.2f} ms")
+    print(f"  whole run: prepare {report['prepare_ms']:.1f} ms, run median "
+          f"{report['run_ms']:.2f} ms over {args.repeat}")
     if "litert_ms" in report:
         print(f"  LiteRT (1 thread): invoke median {report['litert_ms']:.2f} ms")
         for o in report["outputs"]:

@@ -44,10 +44,28 @@ def test_tflite_command_runs_on_the_device(capsys):
         assert doc["outputs"][0]["max_steps"] <= 1
 
 
-def test_tflite_command_refuses_partial_delegation(capsys):
-    rc = main(["tflite", str(model_path("lstm_while")), "--repeat", "1"])
+def test_tflite_command_partial_delegation_runs_cpu_nodes_in_litert(capsys):
+    import importlib.util
+
+    rc = main(["tflite", str(model_path("lstm_while")), "--inputs", str(DATA / "lstm_while.npz"),
+               "--repeat", "1", "--json"])
+    captured = capsys.readouterr()
+    if importlib.util.find_spec("ai_edge_litert") is None:
+        assert rc == 1 and "GATHER" in captured.err and "nnhal[tflite]" in captured.err
+        assert len(captured.err.strip().splitlines()) == 1
+        return
+    assert rc == 0, captured.err
+    doc = json.loads(captured.out)
+    assert [line.split(":")[0] for line in doc["plan"]] == ["NNAPI device", "LiteRT CPU",
+                                                            "NNAPI device"]
+    assert doc["outputs"][0]["max_rel"] <= 1e-4
+
+
+def test_tflite_command_unrunnable_cpu_node_is_one_line(capsys):
+    rc = main(["tflite", str(model_path("custom_op")), "--repeat", "1"])
     err = capsys.readouterr().err
-    assert rc == 1 and "GATHER" in err and len(err.strip().splitlines()) == 1
+    assert rc == 1 and len(err.strip().splitlines()) == 1 and "SoftClip" in err
+    assert "Traceback" not in err
 
 
 def test_tflite_command_with_custom_op_and_op_package(capsys):

@@ -171,3 +171,28 @@ def test_bad_custom_op_mapping():
     for bad in ("A", "A=x", "=x:1", "A=x:one", "A=:1", "A=x:70000"):
         with pytest.raises(ValueError, match="NAME=EXTENSION:OPERATION"):
             parse_custom_op(bad)
+
+
+def test_cpu_fallback_runs_the_refused_while_in_litert():
+    """Partitions on nnhal's executor, the refused WHILE as a single-operator LiteRT model."""
+    pytest.importorskip("ai_edge_litert")
+    from nnhal.driver.executor import compile_model
+    from nnhal.importers.tflite.fallback import TfliteRunner
+
+    class Prepared:  # the executor, shaped like a prepared model
+        def __init__(self, model):
+            self.compiled = compile_model(model)
+
+        def execute(self, feeds, output_shapes=None):
+            return type("Result", (), {"outputs": self.compiled.run(feeds)})
+
+        def release(self):
+            pass
+
+    path = model_path("lstm_while")
+    result = import_tflite(path)
+    runner = TfliteRunner(result, Prepared, path.read_bytes())
+    assert [s.kind for s in runner.steps] == ["nnapi", "litert", "nnapi"]
+    ins, want = reference("lstm_while")
+    (got,) = runner.run(ins)
+    assert_matches(got, want[0], "lstm_while with the WHILE on LiteRT")
