@@ -31,8 +31,9 @@ import numpy as np
 __all__ = ["cmd_bench_tflite", "run_cases"]
 
 
-def run_cases(cases: dict[str, Callable[[], Any]], rounds: int, per_round: int,
-              warmup: int) -> dict[str, float]:
+def run_cases(
+    cases: dict[str, Callable[[], Any]], rounds: int, per_round: int, warmup: int
+) -> dict[str, float]:
     """Median over ``rounds`` of the mean ms per run, cases interleaved within each round."""
     for fn in cases.values():
         for _ in range(warmup):
@@ -59,8 +60,10 @@ def cmd_bench_tflite(args: argparse.Namespace) -> int:
     except TFLiteFormatError as e:
         raise CliError(f"{args.model}: {e}") from None
     if not result.complete:
-        raise CliError(f"{args.model}: {len(result.skipped)} operator(s) are not delegated "
-                       f"(first: {result.skipped[0].line()}); only whole models are benchmarked")
+        raise CliError(
+            f"{args.model}: {len(result.skipped)} operator(s) are not delegated "
+            f"(first: {result.skipped[0].line()}); only whole models are benchmarked"
+        )
     part = result.partitions[0]
     sg = result.tflite.subgraphs[0]
     beside = Path(args.model).with_suffix(".npz")  # input_0, ... when present (test models)
@@ -104,8 +107,10 @@ def cmd_bench_tflite(args: argparse.Namespace) -> int:
         "ms": figures,
         "skipped": skipped,
     }
-    print(f"{args.model}: {result.nodes} operators, all delegated ({part.operations} NNAPI "
-          f"operations); median of {args.rounds} interleaved rounds, ms per run")
+    print(
+        f"{args.model}: {result.nodes} operators, all delegated ({part.operations} NNAPI "
+        f"operations); median of {args.rounds} interleaved rounds, ms per run"
+    )
     for name, ms in figures.items():
         ratio = f"  {ms / base:8.1f}x litert-1" if base else ""
         print(f"  {name:15s} {ms:10.3f}{ratio}")

@@ -38,15 +38,30 @@ def add_parsers(sub: Any) -> None:
         "device and (with LiteRT installed) in LiteRT, and report differences and times.",
     )
     p.add_argument("model", metavar="MODEL.tflite")
-    p.add_argument("--inputs", metavar="FILE.npz",
-                   help="input_0, input_1, ... (default: seeded random inputs)")
-    p.add_argument("--repeat", type=int, default=5, metavar="N",
-                   help="timed runs on each side (median reported; default 5)")
+    p.add_argument(
+        "--inputs", metavar="FILE.npz", help="input_0, input_1, ... (default: seeded random inputs)"
+    )
+    p.add_argument(
+        "--repeat",
+        type=int,
+        default=5,
+        metavar="N",
+        help="timed runs on each side (median reported; default 5)",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--custom-op", action="append", default=[], metavar="NAME=EXTENSION:OPERATION",
-                   help="run TFLite custom operator NAME as an op-package extension operation")
-    p.add_argument("--op-package", action="append", metavar="DIR_OR_CONFIG",
-                   help="load an op package into the in-process driver (repeatable)")
+    p.add_argument(
+        "--custom-op",
+        action="append",
+        default=[],
+        metavar="NAME=EXTENSION:OPERATION",
+        help="run TFLite custom operator NAME as an op-package extension operation",
+    )
+    p.add_argument(
+        "--op-package",
+        action="append",
+        metavar="DIR_OR_CONFIG",
+        help="load an op package into the in-process driver (repeatable)",
+    )
     _add_device_args(p)
     p.set_defaults(func=cmd_tflite)
 
@@ -62,8 +77,10 @@ def _inputs(args: argparse.Namespace, tensors: list[Any]) -> list[np.ndarray]:
             raise CliError(f"{args.inputs}: {e}") from None
         for k, (a, t) in enumerate(zip(arrays, tensors)):
             if tuple(a.shape) != tuple(t.shape):
-                raise CliError(f"{args.inputs}: input_{k} has shape {list(a.shape)}, tensor "
-                               f"{t.name!r} needs {list(t.shape)}")
+                raise CliError(
+                    f"{args.inputs}: input_{k} has shape {list(a.shape)}, tensor "
+                    f"{t.name!r} needs {list(t.shape)}"
+                )
         return [a.astype(np.dtype(_dtype(t))) for a, t in zip(arrays, tensors)]
     rng = np.random.default_rng(0)
     out = []
@@ -96,11 +113,15 @@ def _open_device(args: argparse.Namespace) -> Iterator[Any]:
             yield dev
         return
     if args.target:
-        raise CliError("--op-package loads into the in-process driver; give it to the "
-                       "`nnhal serve` behind --target instead", 2)
+        raise CliError(
+            "--op-package loads into the in-process driver; give it to the "
+            "`nnhal serve` behind --target instead",
+            2,
+        )
     from nnhal.driver.device import Device
     from nnhal.driver.service import create_server
     from nnhal.tools.cli_oppkg import device_options
+
     from nnhal.vector_runner import connect_device
 
     server, address = create_server(Device(**device_options(args)), "127.0.0.1:0")
@@ -143,9 +164,10 @@ def compare(got: np.ndarray, want: np.ndarray) -> dict[str, float]:
 
 
 def cmd_tflite(args: argparse.Namespace) -> int:
-    from nnhal.errors import HalError
     from nnhal.importers.tflite import TFLiteFormatError, import_tflite, parse_custom_op
     from nnhal.tools.cli import CliError
+
+    from nnhal.errors import HalError
 
     if args.repeat < 1:
         raise CliError("--repeat must be >= 1", 2)
@@ -178,8 +200,10 @@ def cmd_tflite(args: argparse.Namespace) -> int:
         except HalError as e:
             raise CliError(f"{args.model}: the device refused a partition: {e}") from None
         except ImportError as e:
-            raise CliError(f"{args.model}: {len(result.skipped)} operator(s) are not delegated "
-                           f"({'; '.join(report['not_delegated'])}); {e}") from None
+            raise CliError(
+                f"{args.model}: {len(result.skipped)} operator(s) are not delegated "
+                f"({'; '.join(report['not_delegated'])}); {e}"
+            ) from None
         except ValueError as e:  # FallbackError: a CPU node LiteRT cannot run
             raise CliError(f"{args.model}: {e}") from None
         try:
@@ -212,12 +236,16 @@ def cmd_tflite(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    print(f"{args.model}: {result.nodes} operators, {result.delegated} delegated "
-          f"({report['nnapi_operations']} NNAPI operations), {len(result.skipped)} on the CPU")
+    print(
+        f"{args.model}: {result.nodes} operators, {result.delegated} delegated "
+        f"({report['nnapi_operations']} NNAPI operations), {len(result.skipped)} on the CPU"
+    )
     for line, ms in zip(report["plan"], report["step_ms"]):
         print(f"  {line}: {ms:.2f} ms")
-    print(f"  whole run: prepare {report['prepare_ms']:.1f} ms, run median "
-          f"{report['run_ms']:.2f} ms over {args.repeat}")
+    print(
+        f"  whole run: prepare {report['prepare_ms']:.1f} ms, run median "
+        f"{report['run_ms']:.2f} ms over {args.repeat}"
+    )
     if "litert_ms" in report:
         print(f"  LiteRT (1 thread): invoke median {report['litert_ms']:.2f} ms")
         for o in report["outputs"]:

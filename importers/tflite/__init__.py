@@ -18,8 +18,15 @@ from pathlib import Path
 from nnhal.importers.tflite.convert import ImportResult, Partition, Skipped, convert
 from nnhal.importers.tflite.reader import TFLiteFormatError, read_model
 
-__all__ = ["ImportResult", "Partition", "Skipped", "TFLiteFormatError", "import_tflite",
-           "parse_custom_op", "read_model"]
+__all__ = [
+    "ImportResult",
+    "Partition",
+    "Skipped",
+    "TFLiteFormatError",
+    "import_tflite",
+    "parse_custom_op",
+    "read_model",
+]
 
 
 def import_tflite(

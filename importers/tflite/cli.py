@@ -34,7 +34,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(output_0, ...) with the model (whole-model imports only)",
     )
 
-
     parser.add_argument(
         "--tflite-custom-op",
         action="append",
@@ -58,8 +57,12 @@ def report(result: ImportResult, path: str) -> dict[str, Any]:
         "delegated": result.delegated,
         "folded": result.folded,
         "partitions": [
-            {"nodes": p.nodes, "nnapi_operations": p.operations, "inputs": p.inputs,
-             "outputs": p.outputs}
+            {
+                "nodes": p.nodes,
+                "nnapi_operations": p.operations,
+                "inputs": p.inputs,
+                "outputs": p.outputs,
+            }
             for p in result.partitions
         ],
         "not_delegated": [
@@ -124,8 +127,10 @@ def _write(result: ImportResult, path: str, args: argparse.Namespace) -> None:
                 outs = [data[f"output_{i}"] for i in range(len(part.outputs))]
             except (OSError, KeyError, ValueError) as e:
                 raise _error(ref, e) from None
-            kw = {"inputs": [np.atleast_1d(x) for x in ins],
-                  "expected": [np.atleast_1d(x) for x in outs]}
+            kw = {
+                "inputs": [np.atleast_1d(x) for x in ins],
+                "expected": [np.atleast_1d(x) for x in outs],
+            }
         names = [part.operand_names] + [[] for _ in part.model.referenced]
         docs.append(model_to_json(part.model, name=name, operand_names=names, **kw))
     try:

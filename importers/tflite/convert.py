@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-
-from nnhal.builder import ModelBuilder, OperandIndex, SubgraphBuilder
 from nnhal.importers.tflite import ops as ops_mod
 from nnhal.importers.tflite.ops import Unsupported
 from nnhal.importers.tflite.reader import TfModel, TfOperator, TfSubgraph, TfTensor
+
+from nnhal.builder import ModelBuilder, OperandIndex, SubgraphBuilder
 from nnhal.types import Model, OperandType, OperationType
 
 __all__ = ["ImportResult", "Partition", "Skipped", "convert"]
@@ -174,11 +174,17 @@ class OpContext:
         else:
             raise Unsupported(f"tensor {rec.name!r} of type {rec.type_name} has no NNAPI type")
         dims = tuple(rec.shape) if rec.shape else (1,)  # scalars as [1], as the delegate does
-        return {"type": code, "dims": dims, "scale": float(scale), "zero_point": int(zp),
-                "channel_quant": cq}
+        return {
+            "type": code,
+            "dims": dims,
+            "scale": float(scale),
+            "zero_point": int(zp),
+            "channel_quant": cq,
+        }
 
-    def input(self, t: int, *, bias_of: tuple[int, int] | None = None,
-              force_per_channel: bool = False) -> OperandIndex:
+    def input(
+        self, t: int, *, bias_of: tuple[int, int] | None = None, force_per_channel: bool = False
+    ) -> OperandIndex:
         if t in self.operands:
             return self.operands[t]
         value = self.plan.constant(t)
@@ -186,9 +192,15 @@ class OpContext:
             raise Unsupported(f"input {self.tensor(t).name!r} is not available to the NNAPI model")
         spec = self._spec(t, force_per_channel)
         arr = np.asarray(value).reshape(spec["dims"])
-        idx = self.g.constant(spec["type"], arr, spec["dims"], spec["scale"], spec["zero_point"],
-                              channel_quant=spec["channel_quant"],
-                              reference=arr.nbytes >= _REFERENCE_BYTES)
+        idx = self.g.constant(
+            spec["type"],
+            arr,
+            spec["dims"],
+            spec["scale"],
+            spec["zero_point"],
+            channel_quant=spec["channel_quant"],
+            reference=arr.nbytes >= _REFERENCE_BYTES,
+        )
         self.operands[t] = idx
         return idx
 
@@ -196,8 +208,13 @@ class OpContext:
         """A subgraph input or output operand (created up front, in TFLite's order)."""
         spec = self._spec(t)
         make = self.g.input if kind == "input" else self.g.output
-        idx = make(spec["type"], spec["dims"], spec["scale"], spec["zero_point"],
-                   channel_quant=spec["channel_quant"])
+        idx = make(
+            spec["type"],
+            spec["dims"],
+            spec["scale"],
+            spec["zero_point"],
+            channel_quant=spec["channel_quant"],
+        )
         if kind == "input":
             self.operands[t] = idx
         return idx
@@ -211,8 +228,9 @@ class OpContext:
         arr = np.asarray(arr, np.int32).ravel()
         return self.g.constant(T.TENSOR_INT32, arr, (len(arr),))
 
-    def const_tensor(self, code: int, arr: np.ndarray, scale: float = 0.0,
-                     zero_point: int = 0) -> OperandIndex:
+    def const_tensor(
+        self, code: int, arr: np.ndarray, scale: float = 0.0, zero_point: int = 0
+    ) -> OperandIndex:
         return self.g.constant(code, arr, arr.shape, scale, zero_point)
 
     def omitted(self, code: int) -> OperandIndex:
@@ -233,8 +251,13 @@ class OpContext:
 
     def temporary_like(self, t: int, dims: Sequence[int]) -> OperandIndex:
         spec = self._spec(t)
-        return self.g.temporary(spec["type"], tuple(dims), spec["scale"], spec["zero_point"],
-                                channel_quant=spec["channel_quant"])
+        return self.g.temporary(
+            spec["type"],
+            tuple(dims),
+            spec["scale"],
+            spec["zero_point"],
+            channel_quant=spec["channel_quant"],
+        )
 
     def dequantized(self, t: int) -> OperandIndex:
         spec = self._spec(t)
@@ -248,8 +271,9 @@ class OpContext:
 
     # ---- emission ------------------------------------------------------------
 
-    def emit(self, nn: str | int, ins: Sequence[int], outs: Sequence[int], *,
-             raw_outputs: bool = False) -> None:
+    def emit(
+        self, nn: str | int, ins: Sequence[int], outs: Sequence[int], *, raw_outputs: bool = False
+    ) -> None:
         """``nn``: an NNAPI operation name, or an operation code (extension operations)."""
         out_operands = list(outs) if raw_outputs else [self._output(t) for t in outs]
         code = OperationType[nn] if isinstance(nn, str) else nn
@@ -267,8 +291,13 @@ class OpContext:
         if t in self.operands:
             return self.operands[t]
         spec = self._spec(t)
-        idx = self.g.temporary(spec["type"], spec["dims"], spec["scale"], spec["zero_point"],
-                               channel_quant=spec["channel_quant"])
+        idx = self.g.temporary(
+            spec["type"],
+            spec["dims"],
+            spec["scale"],
+            spec["zero_point"],
+            channel_quant=spec["channel_quant"],
+        )
         self.operands[t] = idx
         return idx
 
@@ -321,15 +350,18 @@ class _Converter:
                     continue
                 fn = self.mapper(op)
                 if fn is None:
-                    raise Unsupported(f"{role} subgraph {index}: {op.describe(index)}: "
-                                      f"{self.unmapped_reason(op)}")
+                    raise Unsupported(
+                        f"{role} subgraph {index}: {op.describe(index)}: {self.unmapped_reason(op)}"
+                    )
                 try:
                     for t in op.outputs:  # outputs of the subgraph are written in place
                         if t in out_of and t not in ctx.operands:
                             ctx.operands[t] = out_of[t]
                     fn(ctx, op)
                 except Unsupported as e:
-                    raise Unsupported(f"{role} subgraph {index}: {op.describe(index)}: {e}") from None
+                    raise Unsupported(
+                        f"{role} subgraph {index}: {op.describe(index)}: {e}"
+                    ) from None
             _pass_through(ctx, sg.outputs, out_of)
         finally:
             self._building.discard(index)
@@ -350,8 +382,10 @@ class _Converter:
 
     def unmapped_reason(self, op: TfOperator) -> str:
         if op.name == "CUSTOM":
-            return (f"custom operator {op.custom_code!r}: the NNAPI delegate takes no custom "
-                    "operators (map it to an op-package extension operation with --custom-op)")
+            return (
+                f"custom operator {op.custom_code!r}: the NNAPI delegate takes no custom "
+                "operators (map it to an op-package extension operation with --custom-op)"
+            )
         if op.name == "DENSIFY":
             return "DENSIFY of sparse weights: sparse formats are not decoded by this importer"
         return "Unsupported operation type."
@@ -371,12 +405,20 @@ class _Converter:
             inputs = []
             for i in nodes:
                 for t in sg.operators[i].inputs:
-                    if t != -1 and t not in produced_in and plan.constant(t) is None \
-                            and t not in inputs:
+                    if (
+                        t != -1
+                        and t not in produced_in
+                        and plan.constant(t) is None
+                        and t not in inputs
+                    ):
                         inputs.append(t)
             outputs = [t for t in sg.outputs if t in produced_in]
-            outputs += [t for i in nodes for t in sg.operators[i].outputs
-                        if t in consumed_elsewhere and t not in outputs]
+            outputs += [
+                t
+                for i in nodes
+                for t in sg.operators[i].outputs
+                if t in consumed_elsewhere and t not in outputs
+            ]
         mb = ModelBuilder()
         ctx = OpContext(self, plan, mb.main)
         for t in inputs:

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
 from nnhal.importers.tflite.convert import ImportResult, Partition
 
 __all__ = ["FallbackError", "Step", "TfliteRunner", "single_op_model"]
@@ -48,13 +47,20 @@ def single_op_model(unpacked: Any, node: int) -> bytes:
     schema = _schema()
     main = unpacked.subgraphs[0]
     op = main.operators[node]
-    consts = {i for i, t in enumerate(main.tensors)
-              if t.buffer and unpacked.buffers[t.buffer].data is not None
-              and len(unpacked.buffers[t.buffer].data)}
+    consts = {
+        i
+        for i, t in enumerate(main.tensors)
+        if t.buffer
+        and unpacked.buffers[t.buffer].data is not None
+        and len(unpacked.buffers[t.buffer].data)
+    }
     sub = schema.SubGraphT()
     sub.tensors = main.tensors
-    sub.inputs = [int(i) for i in op.inputs if i >= 0 and int(i) not in consts
-                  and not main.tensors[int(i)].isVariable]
+    sub.inputs = [
+        int(i)
+        for i in op.inputs
+        if i >= 0 and int(i) not in consts and not main.tensors[int(i)].isVariable
+    ]
     sub.outputs = [int(i) for i in op.outputs]
     sub.operators = [op]
     sub.name = f"node_{node}"
@@ -87,8 +93,9 @@ class Step:
 class TfliteRunner:
     """Steps in execution order over one tensor environment."""
 
-    def __init__(self, result: ImportResult, prepare: Callable[[Any], Any],
-                 model_bytes: bytes) -> None:
+    def __init__(
+        self, result: ImportResult, prepare: Callable[[Any], Any], model_bytes: bytes
+    ) -> None:
         self.result = result
         sg = result.tflite.subgraphs[0]
         self.sg = sg
@@ -110,16 +117,18 @@ class TfliteRunner:
                 from ai_edge_litert.interpreter import Interpreter
 
                 try:
-                    interp = Interpreter(model_content=single_op_model(unpacked, op.index),
-                                         num_threads=1)
+                    interp = Interpreter(
+                        model_content=single_op_model(unpacked, op.index), num_threads=1
+                    )
                     interp.allocate_tensors()
                 except (RuntimeError, ValueError) as e:  # no kernel (custom op), bad shapes
                     first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-                    raise FallbackError(
-                        f"{op.describe(0)} cannot run in LiteRT: {first}"
-                    ) from None
-                ins = [t for t in op.inputs if t >= 0 and sg.tensors[t].data is None
-                       and not sg.tensors[t].is_variable]
+                    raise FallbackError(f"{op.describe(0)} cannot run in LiteRT: {first}") from None
+                ins = [
+                    t
+                    for t in op.inputs
+                    if t >= 0 and sg.tensors[t].data is None and not sg.tensors[t].is_variable
+                ]
                 self.steps.append(Step("litert", [op.index], ins, list(op.outputs), interp))
 
     def plan(self) -> list[str]:

@@ -86,8 +86,16 @@ def expect_type(ctx: OpContext, tensor: int, allowed: tuple[int, ...], what: str
     return t.type
 
 
-_TYPE_NAMES = {FLOAT32: "FLOAT32", FLOAT16: "FLOAT16", INT32: "INT32", UINT8: "UINT8",
-               INT64: "INT64", BOOL: "BOOL", INT16: "INT16", INT8: "INT8"}
+_TYPE_NAMES = {
+    FLOAT32: "FLOAT32",
+    FLOAT16: "FLOAT16",
+    INT32: "INT32",
+    UINT8: "UINT8",
+    INT64: "INT64",
+    BOOL: "BOOL",
+    INT16: "INT16",
+    INT8: "INT8",
+}
 FLOAT_Q8 = (FLOAT32, UINT8, INT8)
 FLOAT_Q8_I32 = (FLOAT32, UINT8, INT8, INT32)
 
@@ -100,7 +108,9 @@ def need_const(ctx: OpContext, tensor: int, what: str) -> np.ndarray:
 
 
 def is_hybrid(ctx: OpContext, op: TfOperator, weights: int) -> bool:
-    return ctx.tensor(op.inputs[0]).type == FLOAT32 and ctx.tensor(op.inputs[weights]).type in QUANT8
+    return (
+        ctx.tensor(op.inputs[0]).type == FLOAT32 and ctx.tensor(op.inputs[weights]).type in QUANT8
+    )
 
 
 # ---- convolutions and fully connected -----------------------------------
@@ -121,8 +131,13 @@ def conv_2d(ctx: OpContext, op: TfOperator) -> None:
     o = op.options
     ins = [ctx.input(op.inputs[0]), ctx.input(op.inputs[1])]
     ins.append(_bias(ctx, op, 2, ctx.tensor(op.inputs[1]).shape[0]))
-    ins += ctx.scalars(T.INT32, padding_code(o.Padding()), o.StrideW(), o.StrideH(),
-                       fuse_code(o.FusedActivationFunction()))
+    ins += ctx.scalars(
+        T.INT32,
+        padding_code(o.Padding()),
+        o.StrideW(),
+        o.StrideH(),
+        fuse_code(o.FusedActivationFunction()),
+    )
     if o.DilationWFactor() != 1 or o.DilationHFactor() != 1:
         ins += ctx.scalars(T.BOOL, False)
         ins += ctx.scalars(T.INT32, o.DilationWFactor(), o.DilationHFactor())
@@ -137,8 +152,14 @@ def depthwise_conv_2d(ctx: OpContext, op: TfOperator) -> None:
     o = op.options
     ins = [ctx.input(op.inputs[0]), ctx.input(op.inputs[1])]
     ins.append(_bias(ctx, op, 2, ctx.tensor(op.inputs[1]).shape[3]))
-    ins += ctx.scalars(T.INT32, padding_code(o.Padding()), o.StrideW(), o.StrideH(),
-                       o.DepthMultiplier(), fuse_code(o.FusedActivationFunction()))
+    ins += ctx.scalars(
+        T.INT32,
+        padding_code(o.Padding()),
+        o.StrideW(),
+        o.StrideH(),
+        o.DepthMultiplier(),
+        fuse_code(o.FusedActivationFunction()),
+    )
     if o.DilationWFactor() != 1 or o.DilationHFactor() != 1:
         ins += ctx.scalars(T.BOOL, False)
         ins += ctx.scalars(T.INT32, o.DilationWFactor(), o.DilationHFactor())
@@ -151,11 +172,13 @@ def fully_connected(ctx: OpContext, op: TfOperator) -> None:
     if ctx.tensor(op.outputs[0]).type == INT16:
         raise Unsupported("Unsupported output of type kTfLiteInt16")
     if is_hybrid(ctx, op, 1):
-        raise Unsupported("hybrid (float input, quantized weights): NNAPI 1.3 has no such "
-                          "FULLY_CONNECTED")
+        raise Unsupported(
+            "hybrid (float input, quantized weights): NNAPI 1.3 has no such FULLY_CONNECTED"
+        )
     if ctx.tensor(op.inputs[1]).per_channel:
-        raise Unsupported("per-channel quantized weights: NNAPI FULLY_CONNECTED takes "
-                          "per-tensor weights only")
+        raise Unsupported(
+            "per-channel quantized weights: NNAPI FULLY_CONNECTED takes per-tensor weights only"
+        )
     o = op.options
     if o is not None and o.WeightsFormat() != 0:
         raise Unsupported("shuffled weights format")
@@ -198,12 +221,23 @@ def _pool(nn: str) -> Callable:
         max_version(op, 2)
         expect_type(ctx, op.inputs[0], FLOAT32 if nn == "L2_POOL_2D" else FLOAT_Q8)
         o = op.options
-        if (nn == "AVERAGE_POOL_2D" and ctx.tensor(op.inputs[0]).type in QUANT8
-                and o.FilterWidth() * o.FilterHeight() > 256 and not ctx.accelerator_specified):
+        if (
+            nn == "AVERAGE_POOL_2D"
+            and ctx.tensor(op.inputs[0]).type in QUANT8
+            and o.FilterWidth() * o.FilterHeight() > 256
+            and not ctx.accelerator_specified
+        ):
             raise Unsupported("Large filter window would overflow on the reference CPU path")
         ins = [ctx.input(op.inputs[0])]
-        ins += ctx.scalars(T.INT32, padding_code(o.Padding()), o.StrideW(), o.StrideH(),
-                           o.FilterWidth(), o.FilterHeight(), fuse_code(o.FusedActivationFunction()))
+        ins += ctx.scalars(
+            T.INT32,
+            padding_code(o.Padding()),
+            o.StrideW(),
+            o.StrideH(),
+            o.FilterWidth(),
+            o.FilterHeight(),
+            fuse_code(o.FusedActivationFunction()),
+        )
         ctx.emit(nn, ins, op.outputs)
 
     return mapper
@@ -323,8 +357,10 @@ def reshape(ctx: OpContext, op: TfOperator) -> None:
 
 @_op("SQUEEZE", api=28)
 def squeeze(ctx: OpContext, op: TfOperator) -> None:
-    dims = np.array(op.options.SqueezeDimsAsNumpy() if op.options and op.options.SqueezeDimsLength()
-                    else [], np.int32)
+    dims = np.array(
+        op.options.SqueezeDimsAsNumpy() if op.options and op.options.SqueezeDimsLength() else [],
+        np.int32,
+    )
     ins = [ctx.input(op.inputs[0])]
     ins.append(ctx.const_vector(dims) if len(dims) else ctx.omitted(T.TENSOR_INT32))
     ctx.emit("SQUEEZE", ins, op.outputs)
@@ -353,8 +389,9 @@ def mean(ctx: OpContext, op: TfOperator) -> None:
     if not out.shape:
         raise Unsupported("NNAPI does not support generating a scalar as output for MEAN.")
     if inp.type in QUANT8 and (inp.scale != out.scale or inp.zero_point != out.zero_point):
-        raise Unsupported("NNAPI requires that the input and output have the same quantization "
-                          "parameters.")
+        raise Unsupported(
+            "NNAPI requires that the input and output have the same quantization parameters."
+        )
     keep = int(bool(op.options.KeepDims())) if op.options else 0
     axes = ctx.axis_vector(op.inputs[1])
     ctx.emit("MEAN", [ctx.input(op.inputs[0]), axes, *ctx.scalars(T.INT32, keep)], op.outputs)

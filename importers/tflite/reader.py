@@ -59,9 +59,11 @@ TENSOR_TYPES: dict[int, tuple[str, Any]] = {
 }
 
 #: builtin codes of operators that name other subgraphs in their options
-_CALLERS = {"WHILE": ("CondSubgraphIndex", "BodySubgraphIndex"),
-            "IF": ("ThenSubgraphIndex", "ElseSubgraphIndex"),
-            "CALL_ONCE": ("InitSubgraphIndex",)}
+_CALLERS = {
+    "WHILE": ("CondSubgraphIndex", "BodySubgraphIndex"),
+    "IF": ("ThenSubgraphIndex", "ElseSubgraphIndex"),
+    "CALL_ONCE": ("InitSubgraphIndex",),
+}
 
 
 class TFLiteFormatError(ValueError):
@@ -321,8 +323,14 @@ def _read(buf: bytes) -> TfModel:
             op_counts[name] = op_counts.get(name, 0) + 1
         name = sg.Name()
         subgraphs.append(
-            TfSubgraph(s, name.decode("utf-8", "replace") if name else "", tensors, operators,
-                       inputs, outputs)
+            TfSubgraph(
+                s,
+                name.decode("utf-8", "replace") if name else "",
+                tensors,
+                operators,
+                inputs,
+                outputs,
+            )
         )
     for b, ext in enumerate(buffers):
         if ext is not None:
@@ -347,7 +355,11 @@ def _read_tensor(
     name = raw_name.decode("utf-8", "replace") if raw_name else f"tensor_{index}"
     shape = _int_vector(t, 4, buf, f"tensor {index} (subgraph {s}) shape")
     sig_ext = _vector_extent(t, 18)
-    sig = _int_vector(t, 18, buf, f"tensor {index} (subgraph {s}) shape signature") if sig_ext else None
+    sig = (
+        _int_vector(t, 18, buf, f"tensor {index} (subgraph {s}) shape signature")
+        if sig_ext
+        else None
+    )
     rec = TfTensor(index, name, int(t.Type()), shape, sig, is_variable=bool(t.IsVariable()))
     where = rec.describe(s)
     if any(d < 0 for d in shape):
@@ -370,7 +382,9 @@ def _read_tensor(
     rec.is_sparse = t.Sparsity() is not None
     b = int(t.Buffer())
     if not 0 <= b < max(len(buffers), 1) and not (b == 0 and not buffers):
-        raise TFLiteFormatError(f"{where}: buffer index {b}, but the model has {len(buffers)} buffers")
+        raise TFLiteFormatError(
+            f"{where}: buffer index {b}, but the model has {len(buffers)} buffers"
+        )
     extent = buffers[b] if buffers else None
     if extent is not None:
         start, nbytes = extent
@@ -389,7 +403,9 @@ def _read_tensor(
                 f"{where}: buffer {b} holds {nbytes} bytes, but shape {list(shape)} of "
                 f"{rec.type_name} needs {count * item}"
             )
-        rec.data = np.frombuffer(buf, np.dtype(dtype).newbyteorder("<"), count, start).reshape(shape)
+        rec.data = np.frombuffer(buf, np.dtype(dtype).newbyteorder("<"), count, start).reshape(
+            shape
+        )
     return rec
 
 
@@ -422,7 +438,7 @@ def _check_calls(subgraphs: list[TfSubgraph]) -> None:
         path.append(s)
         for callee, op in edges.get(s, []):
             if state[callee] == 1:
-                cycle = " -> ".join(str(x) for x in path[path.index(callee):] + [callee])
+                cycle = " -> ".join(str(x) for x in path[path.index(callee) :] + [callee])
                 raise TFLiteFormatError(
                     f"subgraph cycle {cycle}: {op.describe(s)} calls subgraph {callee}, "
                     "which is already on the call path"

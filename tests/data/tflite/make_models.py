@@ -113,11 +113,15 @@ def cnn_uint8() -> None:
         x = v1.placeholder(tf.float32, (1, 8, 8, 3), name="x")
         h = fq(x, min=-1.0, max=1.0)
         rng = np.random.default_rng(3)
-        w1 = fq(tf.constant(rng.uniform(-0.5, 0.5, (3, 3, 3, 6)).astype(np.float32)), min=-0.5, max=0.5)
+        w1 = fq(
+            tf.constant(rng.uniform(-0.5, 0.5, (3, 3, 3, 6)).astype(np.float32)), min=-0.5, max=0.5
+        )
         h = tf.nn.conv2d(h, w1, strides=1, padding="SAME")
         h = tf.nn.bias_add(h, tf.constant(rng.uniform(-0.1, 0.1, 6).astype(np.float32)))
         h = fq(tf.nn.relu6(h), min=0.0, max=6.0)
-        wd = fq(tf.constant(rng.uniform(-0.5, 0.5, (3, 3, 6, 1)).astype(np.float32)), min=-0.5, max=0.5)
+        wd = fq(
+            tf.constant(rng.uniform(-0.5, 0.5, (3, 3, 6, 1)).astype(np.float32)), min=-0.5, max=0.5
+        )
         h = tf.nn.depthwise_conv2d(h, wd, strides=[1, 2, 2, 1], padding="SAME")
         h = fq(tf.nn.relu6(h), min=0.0, max=6.0)
         h = fq(tf.nn.avg_pool2d(h, 2, 2, "VALID"), min=0.0, max=6.0)
@@ -262,7 +266,10 @@ def custom_op() -> None:
     sg = S.SubGraphEnd(b)
     codes = [opcode(S.BuiltinOperator.ADD), opcode(S.BuiltinOperator.CUSTOM, "SoftClip")]
     bufs = [buffer(None), buffer(None), buffer(c.tobytes())]
-    cv, sv = vector(S.ModelStartOperatorCodesVector, codes), vector(S.ModelStartSubgraphsVector, [sg])
+    cv, sv = (
+        vector(S.ModelStartOperatorCodesVector, codes),
+        vector(S.ModelStartSubgraphsVector, [sg]),
+    )
     bv = vector(S.ModelStartBuffersVector, bufs)
     desc = b.CreateString("nnhal test: a custom operator")
     S.ModelStart(b)
@@ -283,6 +290,14 @@ def custom_op() -> None:
 if __name__ == "__main__":
     import sys
 
-    for name in sys.argv[1:] or ["cnn_float16", "cnn_int8", "cnn_dynamic_range", "lstm", "lstm_while",
-                                 "while_loop", "cnn_uint8", "custom_op"]:
+    for name in sys.argv[1:] or [
+        "cnn_float16",
+        "cnn_int8",
+        "cnn_dynamic_range",
+        "lstm",
+        "lstm_while",
+        "while_loop",
+        "cnn_uint8",
+        "custom_op",
+    ]:
         globals()[name]()

@@ -5,10 +5,9 @@ from __future__ import annotations
 import struct
 
 import pytest
-from tflite_cases import model_path
-
 from nnhal.importers.tflite import TFLiteFormatError, read_model
 from nnhal.tools.cli import main
+from tflite_cases import model_path
 
 
 def _model(buf: bytes):
@@ -90,7 +89,9 @@ def test_buffer_outside_names_the_tensor():
 
 
 def test_cycle_names_the_operator():
-    with pytest.raises(TFLiteFormatError, match=r"operator 0 WHILE \(subgraph 0\) calls subgraph 0"):
+    with pytest.raises(
+        TFLiteFormatError, match=r"operator 0 WHILE \(subgraph 0\) calls subgraph 0"
+    ):
         read_model(with_while_calling_main())
 
 

@@ -5,16 +5,24 @@ from __future__ import annotations
 import json
 
 import numpy as np
+from nnhal.tools.cli import main
 from tflite_cases import DATA, assert_matches, model_path, reference
 
-from nnhal.tools.cli import main
 from nnhal.vectors import load_vectors
 
 
 def test_import_writes_a_model_file_that_runs(tmp_path, capsys):
     out = tmp_path / "cnn_int8.json"
-    rc = main(["import", str(model_path("cnn_int8")), "-o", str(out),
-               "--tflite-reference", str(DATA / "cnn_int8.npz")])
+    rc = main(
+        [
+            "import",
+            str(model_path("cnn_int8")),
+            "-o",
+            str(out),
+            "--tflite-reference",
+            str(DATA / "cnn_int8.npz"),
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     (test,) = load_vectors(out)
     from nnhal.driver.executor import compile_model
@@ -34,8 +42,17 @@ def test_import_json_report_lists_partitions_and_reasons(capsys):
 
 
 def test_tflite_command_runs_on_the_device(capsys):
-    rc = main(["tflite", str(model_path("cnn_uint8")), "--inputs", str(DATA / "cnn_uint8.npz"),
-               "--repeat", "1", "--json"])
+    rc = main(
+        [
+            "tflite",
+            str(model_path("cnn_uint8")),
+            "--inputs",
+            str(DATA / "cnn_uint8.npz"),
+            "--repeat",
+            "1",
+            "--json",
+        ]
+    )
     captured = capsys.readouterr()
     assert rc == 0, captured.err
     doc = json.loads(captured.out)
@@ -47,8 +64,17 @@ def test_tflite_command_runs_on_the_device(capsys):
 def test_tflite_command_partial_delegation_runs_cpu_nodes_in_litert(capsys):
     import importlib.util
 
-    rc = main(["tflite", str(model_path("lstm_while")), "--inputs", str(DATA / "lstm_while.npz"),
-               "--repeat", "1", "--json"])
+    rc = main(
+        [
+            "tflite",
+            str(model_path("lstm_while")),
+            "--inputs",
+            str(DATA / "lstm_while.npz"),
+            "--repeat",
+            "1",
+            "--json",
+        ]
+    )
     captured = capsys.readouterr()
     if importlib.util.find_spec("ai_edge_litert") is None:
         assert rc == 1 and "GATHER" in captured.err and "nnhal[tflite]" in captured.err
@@ -56,8 +82,11 @@ def test_tflite_command_partial_delegation_runs_cpu_nodes_in_litert(capsys):
         return
     assert rc == 0, captured.err
     doc = json.loads(captured.out)
-    assert [line.split(":")[0] for line in doc["plan"]] == ["NNAPI device", "LiteRT CPU",
-                                                            "NNAPI device"]
+    assert [line.split(":")[0] for line in doc["plan"]] == [
+        "NNAPI device",
+        "LiteRT CPU",
+        "NNAPI device",
+    ]
     assert doc["outputs"][0]["max_rel"] <= 1e-4
 
 
@@ -71,10 +100,21 @@ def test_tflite_command_unrunnable_cpu_node_is_one_line(capsys):
 def test_tflite_command_with_custom_op_and_op_package(capsys):
     from repo_paths import REPO_ROOT
 
-    rc = main(["tflite", str(model_path("custom_op")), "--inputs", str(DATA / "custom_op.npz"),
-               "--custom-op", "SoftClip=com.example.soft_clip_package:0",
-               "--op-package", str(REPO_ROOT / "examples" / "qnn_xml" / "soft_clip.xml"),
-               "--repeat", "1", "--json"])
+    rc = main(
+        [
+            "tflite",
+            str(model_path("custom_op")),
+            "--inputs",
+            str(DATA / "custom_op.npz"),
+            "--custom-op",
+            "SoftClip=com.example.soft_clip_package:0",
+            "--op-package",
+            str(REPO_ROOT / "examples" / "qnn_xml" / "soft_clip.xml"),
+            "--repeat",
+            "1",
+            "--json",
+        ]
+    )
     captured = capsys.readouterr()
     assert rc == 0, captured.err
     doc = json.loads(captured.out)
@@ -90,8 +130,19 @@ def test_tflite_command_bad_custom_op_is_usage_error(capsys):
 
 def test_bench_model_tflite(tmp_path, capsys):
     out = tmp_path / "bench.json"
-    rc = main(["bench", "--model", str(model_path("while_loop")), "--rounds", "1",
-               "--warmup", "0", "--json", str(out)])
+    rc = main(
+        [
+            "bench",
+            "--model",
+            str(model_path("while_loop")),
+            "--rounds",
+            "1",
+            "--warmup",
+            "0",
+            "--json",
+            str(out),
+        ]
+    )
     assert rc == 0, capsys.readouterr().err
     doc = json.loads(out.read_text())
     assert {"in-process", "grpc"} <= set(doc["ms"])

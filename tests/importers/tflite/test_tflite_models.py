@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tflite_cases import MODELS, assert_matches, model_path, reference
-
 from nnhal.importers.tflite import import_tflite
+from tflite_cases import MODELS, assert_matches, model_path, reference
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +33,7 @@ WHOLE = [name for name, whole in MODELS.items() if whole]
 
 @pytest.mark.parametrize("name", WHOLE)
 def test_whole_model_matches_tflite_interpreter(name, compiled):
-    result, model = compiled(name)
+    _, model = compiled(name)
     ins, want = reference(name)
     got = model.run([np.atleast_1d(x) for x in ins])
     assert len(got) == len(want)
@@ -137,11 +136,12 @@ def test_custom_operator_is_listed_without_a_mapping():
 
 def test_custom_operator_runs_in_the_op_package_over_grpc():
     """Mapped to the example QNN op package's SoftClip, served by a device over gRPC."""
-    from nnhal.client import connect
     from nnhal.driver.device import Device
     from nnhal.driver.op_packages.discovery import load_path
     from nnhal.driver.service import create_server
     from repo_paths import REPO_ROOT
+
+    from nnhal.client import connect
 
     result = import_tflite(model_path("custom_op"), SOFT_CLIP)
     assert result.complete

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
 from repo_paths import REPO_ROOT
 
 DATA = REPO_ROOT / "tests" / "data" / "tflite"
