@@ -55,6 +55,8 @@ def report(result: ImportResult, path: str) -> dict[str, Any]:
         "operators_all_subgraphs": sum(tfl.op_counts.values()),
         "operator_counts": tfl.op_counts,
         "delegated": result.delegated,
+        # the lowest Android API level whose NNAPI delegate maps every delegated builtin
+        "min_android_api": result.min_api,
         "folded": result.folded,
         "partitions": [
             {

@@ -83,6 +83,25 @@ class ImportResult:
         return sum(len(p.nodes) for p in self.partitions) + len(self.folded)
 
     @property
+    def min_api(self) -> int:
+        """The lowest Android API level whose delegate maps every delegated main-graph node."""
+        sg = self.tflite.subgraphs[0]
+        names = {sg.operators[i].name for p in self.partitions for i in p.nodes}
+        api = max((ops_mod.MIN_API.get(n, 30) for n in names), default=27)
+        # operand types of the NNAPI models built here (int8 stays signed: API 30)
+        types = {
+            o.type
+            for p in self.partitions
+            for sg_ in (p.model.main, *p.model.referenced)
+            for o in sg_.operands
+        }
+        if T.TENSOR_QUANT8_ASYMM_SIGNED in types or p_has_extensions(self.partitions):
+            api = max(api, 30)
+        if types & {T.TENSOR_QUANT8_SYMM_PER_CHANNEL, T.TENSOR_FLOAT16, T.TENSOR_BOOL8}:
+            api = max(api, 29)
+        return api
+
+    @property
     def complete(self) -> bool:
         """Every node goes to NNAPI: the single partition is the whole model."""
         return not self.skipped and len(self.partitions) == 1
@@ -128,6 +147,8 @@ class OpContext:
         self.g = g
         self.operands: dict[int, OperandIndex] = {}
         self.emitted = 0
+        #: operands some emitted operation writes
+        self.written: set[int] = set()
         self.accelerator_specified = True
 
     # ---- tensors ----------------------------------------------------------
@@ -263,6 +284,7 @@ class OpContext:
         spec = self._spec(t)
         out = self.g.temporary(T.TENSOR_FLOAT32, spec["dims"])
         self.g.operation(OperationType.DEQUANTIZE, [self.input(t)], [out])
+        self.written.add(int(out))
         self.emitted += 1
         return out
 
@@ -278,6 +300,7 @@ class OpContext:
         out_operands = list(outs) if raw_outputs else [self._output(t) for t in outs]
         code = OperationType[nn] if isinstance(nn, str) else nn
         self.g.operation(code, list(ins), out_operands)
+        self.written.update(int(o) for o in out_operands)
         self.emitted += 1
 
     def extension_operation(self, extension: str, number: int) -> int:
@@ -459,6 +482,10 @@ class _Converter:
         return ImportResult(self.model, built, skipped, sorted(plan.folded), len(sg.operators))
 
 
+def p_has_extensions(partitions: Sequence[Partition]) -> bool:
+    return any(p.model.extensionNameToPrefix for p in partitions)
+
+
 def _label(op: TfOperator) -> str:
     return f"CUSTOM {op.custom_code!r}" if op.name == "CUSTOM" else op.name
 
@@ -466,7 +493,7 @@ def _label(op: TfOperator) -> str:
 def _pass_through(ctx: OpContext, outputs: Sequence[int], out_of: dict[int, OperandIndex]) -> None:
     """Outputs no operation wrote (a subgraph input or a constant handed straight
     back, as WHILE bodies do with loop invariants) get an identity operation."""
-    written = {o for op in ctx.g._operations for o in op.outputs}
+    written = ctx.written
     for t in outputs:
         target = out_of[t]
         if int(target) in written:
