@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 RNG = np.random.default_rng(17)
 
 
-def small_cnn(input_shape=(16, 16, 3), blocks=4) -> tf.keras.Model:
+def small_cnn(input_shape=(16, 16, 3), blocks=16, hidden=0) -> tf.keras.Model:
     """A MobileNet-like net: conv, depthwise-separable blocks with residuals, pooling, dense."""
     tf.keras.utils.set_random_seed(1)
     L = tf.keras.layers
@@ -37,6 +37,8 @@ def small_cnn(input_shape=(16, 16, 3), blocks=4) -> tf.keras.Model:
     x = L.MaxPooling2D(2)(x)
     x = L.AveragePooling2D(2, padding="same")(x)
     x = L.Reshape((-1,))(x)
+    if hidden:  # wide enough (>= 1024 weights) for the converter to quantize its weights
+        x = L.Dense(hidden, activation="relu")(x)
     x = L.Dense(10)(x)
     x = L.Activation("tanh")(x)
     out = L.Softmax()(x)
@@ -97,7 +99,9 @@ def cnn_int8() -> None:
 
 
 def cnn_dynamic_range() -> None:
-    model = small_cnn()
+    """Dynamic-range quantization: int8 weights where the layer has >= 1024 of them (the
+    hidden dense layer), float activations: a hybrid FULLY_CONNECTED the delegate refuses."""
+    model = small_cnn(hidden=64)
     conv = tf.lite.TFLiteConverter.from_keras_model(model)
     conv.optimizations = [tf.lite.Optimize.DEFAULT]  # int8 weights, float activations
     x = RNG.uniform(-1, 1, (1, 16, 16, 3)).astype(np.float32)

@@ -173,26 +173,43 @@ def test_bad_custom_op_mapping():
             parse_custom_op(bad)
 
 
-def test_cpu_fallback_runs_the_refused_while_in_litert():
-    """Partitions on nnhal's executor, the refused WHILE as a single-operator LiteRT model."""
+class ExecutorPrepared:
+    """nnhal's executor, shaped like a prepared model (for the CPU-fallback runner)."""
+
+    def __init__(self, model):
+        from nnhal.driver.executor import compile_model
+
+        self.compiled = compile_model(model)
+
+    def execute(self, feeds, output_shapes=None):
+        return type("Result", (), {"outputs": self.compiled.run(feeds)})
+
+    def release(self):
+        pass
+
+
+@pytest.mark.parametrize(
+    ("name", "kinds"),
+    [
+        ("lstm_while", ["nnapi", "litert", "nnapi"]),  # the refused WHILE on LiteRT
+        ("cnn_dynamic_range", ["nnapi", "litert", "litert", "nnapi"]),  # FULLY_CONNECTED v12
+    ],
+)
+def test_cpu_fallback_matches_tflite_interpreter(name, kinds):
+    """Partitions on nnhal's executor, refused nodes as single-operator LiteRT models."""
     pytest.importorskip("ai_edge_litert")
-    from nnhal.driver.executor import compile_model
     from nnhal.importers.tflite.fallback import TfliteRunner
 
-    class Prepared:  # the executor, shaped like a prepared model
-        def __init__(self, model):
-            self.compiled = compile_model(model)
-
-        def execute(self, feeds, output_shapes=None):
-            return type("Result", (), {"outputs": self.compiled.run(feeds)})
-
-        def release(self):
-            pass
-
-    path = model_path("lstm_while")
-    result = import_tflite(path)
-    runner = TfliteRunner(result, Prepared, path.read_bytes())
-    assert [s.kind for s in runner.steps] == ["nnapi", "litert", "nnapi"]
-    ins, want = reference("lstm_while")
+    path = model_path(name)
+    runner = TfliteRunner(import_tflite(path), ExecutorPrepared, path.read_bytes())
+    assert [s.kind for s in runner.steps] == kinds
+    ins, want = reference(name)
     (got,) = runner.run(ins)
-    assert_matches(got, want[0], "lstm_while with the WHILE on LiteRT")
+    assert_matches(got, want[0], f"{name} with CPU nodes on LiteRT")
+
+
+def test_dynamic_range_model_partitions_around_the_refused_layers():
+    result = import_tflite(model_path("cnn_dynamic_range"))
+    assert [s.op for s in result.skipped] == ["FULLY_CONNECTED", "FULLY_CONNECTED"]
+    assert all("version 12 is higher than 5" in s.reason for s in result.skipped)
+    assert len(result.partitions) == 2 and result.delegated == result.nodes - 2

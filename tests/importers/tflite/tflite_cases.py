@@ -14,7 +14,7 @@ MODELS = {
     "cnn_float16": True,
     "cnn_int8": True,
     "cnn_uint8": True,
-    "cnn_dynamic_range": True,
+    "cnn_dynamic_range": False,
     "while_loop": True,
     "lstm": True,
     "lstm_while": False,
