@@ -99,11 +99,21 @@ class TfliteRunner:
         self.result = result
         sg = result.tflite.subgraphs[0]
         self.sg = sg
+        self.steps: list[Step] = []
+        self._prepared: list[Any] = []
+        try:
+            self._build(result, prepare, model_bytes)
+        except BaseException:
+            self.release()  # partitions prepared before the failure
+            raise
+
+    def _build(
+        self, result: ImportResult, prepare: Callable[[Any], Any], model_bytes: bytes
+    ) -> None:
+        sg = self.sg
         partitions: dict[int, Partition] = {p.nodes[0]: p for p in result.partitions}
         skipped = {s.index for s in result.skipped}
         unpacked = None
-        self.steps: list[Step] = []
-        self._prepared = []
         for op in sg.operators:
             if op.index in partitions:
                 p = partitions[op.index]
