@@ -19,6 +19,8 @@ from nnhal.tools.cli import main
 from nnhal.tools.stress import checked_figures, compare, settled_usage
 from nnhal.tools.stress_client import DEFAULT_WEIGHTS, KINDS, add_model, plan_kinds
 
+pytestmark = pytest.mark.slow  # client processes against real servers
+
 
 def _run(capsys, *args: str) -> tuple[int, dict]:
     code = main(["stress", *args, "--json"])
