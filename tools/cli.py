@@ -341,7 +341,9 @@ def _run_traced(args: argparse.Namespace, test: Any, inputs: list, loop_ns: int 
     _print_json(
         {
             "status": "NONE",
-            "outputShapes": [list(np.shape(o)) for o in outputs],
+            "outputShapes": [
+                {"dimensions": list(np.shape(o)), "isSufficient": True} for o in outputs
+            ],
             "outputs": [_jsonable(np.asarray(o)) for o in outputs],
         }
     )

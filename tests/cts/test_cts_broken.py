@@ -37,6 +37,8 @@ from nnhal.cts.core import Outcome
 from nnhal.cts.suite import Config, run_suite
 from nnhal.cts.target import Options
 
+pytestmark = pytest.mark.slow  # conformance runs against broken drivers
+
 
 @contextmanager
 def serve(device) -> Iterator[tuple[object, str]]:

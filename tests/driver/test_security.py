@@ -451,6 +451,7 @@ def test_cli_clients_with_tls_and_token(pki, tmp_path, capsys, monkeypatch) -> N
         server.stop(None).wait()
 
 
+@pytest.mark.slow
 def test_stress_and_resources_with_tls_and_token(pki, tmp_path, capsys, monkeypatch) -> None:
     import json
 

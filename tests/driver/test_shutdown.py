@@ -31,6 +31,8 @@ from nnhal.client import connect
 from nnhal.errors import DeviceUnavailable
 from nnhal.types import OperandType as T
 
+pytestmark = pytest.mark.slow  # real `nnhal serve` processes
+
 ROOT = REPO_ROOT
 SOFT_CLIP = "com.example.soft_clip_package"
 GATED_KERNEL = '''
