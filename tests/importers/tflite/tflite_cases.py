@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 from repo_paths import REPO_ROOT
 
-DATA = REPO_ROOT / "tests" / "data" / "tflite"
+DATA = REPO_ROOT / "examples" / "tflite"
 
 #: model -> delegated whole by the importer (True) or partitioned around CPU nodes
 MODELS = {

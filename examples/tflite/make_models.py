@@ -1,7 +1,7 @@
 """Writes the TFLite test models and their reference outputs (run once, by hand).
 
     pip install tensorflow-cpu tf-keras ai-edge-litert   # development time only
-    python tests/data/tflite/make_models.py
+    python examples/tflite/make_models.py
 
 Each model ``NAME.tflite`` gets ``NAME.npz`` beside it: the inputs (``input_K``)
 and the outputs TFLite's own interpreter computed for them (``output_K``), so the
