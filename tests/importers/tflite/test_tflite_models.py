@@ -44,7 +44,7 @@ def test_whole_model_matches_tflite_interpreter(name, compiled):
 
 @pytest.mark.parametrize("name", WHOLE)
 def test_whole_model_matches_litert(name, compiled):
-    litert = pytest.importorskip("ai_edge_litert.interpreter")
+    litert = pytest.importorskip("ai_edge_litert.interpreter", exc_type=ImportError)
     _, model = compiled(name)
     ins, _ = reference(name)
     interp = litert.Interpreter(model_path=str(model_path(name)), num_threads=1)
@@ -197,7 +197,7 @@ class ExecutorPrepared:
 )
 def test_cpu_fallback_matches_tflite_interpreter(name, kinds):
     """Partitions on nnhal's executor, refused nodes as single-operator LiteRT models."""
-    pytest.importorskip("ai_edge_litert")
+    pytest.importorskip("ai_edge_litert", exc_type=ImportError)
     from nnhal.importers.tflite.fallback import TfliteRunner
 
     path = model_path(name)
