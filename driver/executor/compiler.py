@@ -86,7 +86,7 @@ def _operation_step(
     subgraph = plan.subgraph
     operation = subgraph.operations[op_index]
     name = operation_name(operation.type)
-    # issue 6: a device compiling with op packages binds extension operations (and
+    # a device compiling with op packages binds extension operations (and
     # built-ins a package overrides) from the package backend; else the registry.
     definition = kernel_definition(operation.type) or lookup(operation.type)
     if definition is not None and not isinstance(definition.type, OperationType):

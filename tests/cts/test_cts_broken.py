@@ -293,7 +293,7 @@ def test_a_hung_target_is_recorded_and_the_run_completes():
 
 
 # ---------------------------------------------------------------------------
-# Broken HAL features of issue 8: caching and memory domains
+# Broken HAL features: caching and memory domains
 # ---------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""Exposure (issue 10): TLS, mutual TLS, bearer tokens, insecure exposure refused, health service.
+"""Exposure: TLS, mutual TLS, bearer tokens, insecure exposure refused, health service.
 
 Servers run in this process (``create_server(..., security=...)``) on loopback,
 except where a test needs another address; certificates are made per module

@@ -1,4 +1,4 @@
-"""Graceful shutdown of a real `nnhal serve` process (issue 10).
+"""Graceful shutdown of a real `nnhal serve` process.
 
 The execution in flight is an op-package kernel held at a gate the test opens
 (a file it creates), so "in flight when SIGTERM arrives" is certain, never a

@@ -1,4 +1,4 @@
-"""`nnhal stress` and getResourceUsage (issue 10, load): short real runs and the leak check.
+"""`nnhal stress` and getResourceUsage: short real runs and the leak check.
 
 The runs start their own `nnhal serve` subprocess and spawn real client processes, as
 the command does; they are kept to a few seconds. The resource tests use a fresh

@@ -391,7 +391,7 @@ def test_multinomial_check():
 
 # ---- the CI run of the shared vectors ----------------------------------------
 
-#: The foundation's operations (issue 2): the 720 shared models using only these.
+#: The foundation's operations: the 720 shared models using only these.
 FOUNDATION_OPERATIONS = (
     "ADD,SUB,MUL,DIV,LESS,LESS_EQUAL,GREATER,GREATER_EQUAL,EQUAL,NOT_EQUAL,LOGICAL_AND,"
     "LOGICAL_OR,LOGICAL_NOT,SELECT,CAST,FULLY_CONNECTED,RESHAPE,CONCATENATION,SLICE,IF,WHILE"

@@ -1,4 +1,4 @@
-"""Misbehaving op-package kernels (issue 10): they fail their execution, never the server.
+"""Misbehaving op-package kernels: they fail their execution, never the server.
 
 The fixture package ``tests/data/op_packages/misbehaving`` has real kernels that
 raise (Fail), never return (Hang), end their process (Exit: ``os._exit(3)``),
