@@ -12,12 +12,15 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from nnhal.tools.bench_threads import apply, threads_line
+
 EXIT_OK, EXIT_FAILED = 0, 1
 
 
 def add_bench_parser(sub, legacy: Callable[[argparse.Namespace], int]) -> None:
     """Add ``bench`` to the ``nnhal`` subparsers; ``legacy`` runs ``bench control-flow``."""
     from nnhal.tools.bench_modes import MODES
+    from nnhal.tools.bench_threads import add_threads_option
 
     p = sub.add_parser(
         "bench",
@@ -55,6 +58,7 @@ def add_bench_parser(sub, legacy: Callable[[argparse.Namespace], int]) -> None:
     p.add_argument("--no-profile", action="store_true", help="skip the per-operation profile")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--profile", metavar="NAME|PATH", help="device profile of the driver")
+    add_threads_option(p)
     p.set_defaults(func=cmd_bench_suite, bench=None, bench_parser=p)
 
     bench = p.add_subparsers(dest="bench", metavar="BENCH")
@@ -71,7 +75,19 @@ def add_bench_parser(sub, legacy: Callable[[argparse.Namespace], int]) -> None:
     b.add_argument("--repeat", type=int, default=5, help="timed rounds per case (default 5)")
     b.add_argument("--json", metavar="FILE", help="write the figures as JSON")
     b.add_argument("--no-grpc", action="store_true", help="skip the gRPC case")
-    b.set_defaults(func=legacy)
+    add_threads_option(b)
+    b.set_defaults(func=_with_threads(legacy))
+
+
+def _with_threads(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Apply --threads, state it, then run the benchmark."""
+
+    def wrapped(args: argparse.Namespace) -> int:
+        apply(args.threads)
+        print(threads_line())
+        return run(args)
+
+    return wrapped
 
 
 def cmd_bench_suite(args: argparse.Namespace) -> int:
@@ -85,6 +101,7 @@ def cmd_bench_suite(args: argparse.Namespace) -> int:
     from nnhal.tools.bench_suite import print_table, run_suite, write_csv, write_json
     from nnhal.tools.bench_workloads import suite, user_workload
 
+    apply(args.threads)
     try:
         workloads = suite(args.workload) if args.suite else []
         if args.model:
