@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from nnhal.driver.ops import quant
+from nnhal.driver.ops import _qexact, quant
 from nnhal.driver.ops._conv_util import (
     Params,
     Signature,
@@ -389,7 +389,24 @@ def _float_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
     return kernel
 
 
+def _abs_sums(kind: Kind, wm: np.ndarray) -> np.ndarray:
+    """Per output channel, the sum of |centered filter| over one output's taps."""
+    a = np.abs(wm)
+    if kind is CONV:  # [K, O]
+        return a.sum(axis=0)
+    if kind is GROUPED:  # [G, K, O/G]
+        return a.sum(axis=1).reshape(-1)
+    return a.sum(axis=(0, 1)).reshape(-1)  # depthwise [KH, KW, C, M]
+
+
 def _quant_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., np.ndarray]:
+    """Exact integer accumulation in float BLAS where the sums provably fit (``_qexact``).
+
+    Filters are centered in float64 (exact); per output channel the bound of
+    every partial sum picks float32 or float64 accumulation, and the bound with
+    the bias picks the float64 requantization or the integer one. A bound past
+    2**53 (not reachable by NNAPI-sized filters) keeps the integer path.
+    """
     inp, filt, out = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
     dtype = dtype_of(out.type)
     scales = channel_scales(ctx, 1, kind.channel_dim)
@@ -398,24 +415,49 @@ def _quant_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
     mult, exp = multipliers(inp.scale, scales, out.scale)
     lo, hi = quant.activation_range(params.activation, out.scale, out.zeroPoint, dtype)
     requant = requantizer(mult, exp, out.zeroPoint, lo, hi, dtype)
+    frequant = _qexact.float_requantizer(mult, exp, out.zeroPoint, lo, hi, dtype)
+    limit = _qexact.requant_limit(exp)
     geometry = _geometry(ctx, kind, params)
-    # Exact accumulation: float64 BLAS for matmuls, int32 (wrapping) tap sums for depthwise.
-    acc_dtype = np.int32 if kind is DEPTHWISE else np.float64
-    accumulate = _accumulate(kind, params, acc_dtype)
-    prep = _prepared_weights(kind, params, acc_dtype, filt.zeroPoint)
+    x_bound = _qexact.centered_bound(inp.zeroPoint, dtype_of(inp.type))
+    accumulators = {
+        np.float32: _accumulate(kind, params, np.float32),
+        np.float64: _accumulate(kind, params, np.float64),
+    }
+    # beyond 2**53 (unreachable in practice): int32 tap sums for depthwise, as before
+    fallback = np.int32 if kind is DEPTHWISE else np.float64
+    accumulators[fallback] = _accumulate(kind, params, fallback)
+    prep64 = _prepared_weights(kind, params, np.float64, filt.zeroPoint)
     zp_in, nchw = inp.zeroPoint, params.nchw
+
+    def plan(w: np.ndarray, b: np.ndarray):
+        """(accumulation dtype, weights in it, bias as float64, float requant exact?)"""
+        wm = prep64(w)
+        bounds = _qexact.channel_bounds(x_bound, _abs_sums(kind, wm))
+        acc_dtype = _qexact.accumulation_dtype(bounds) or fallback
+        wm = wm if acc_dtype is np.float64 else _prepared_weights(
+            kind, params, acc_dtype, filt.zeroPoint
+        )(w)
+        b64 = b.astype(np.float64)
+        exact = acc_dtype is not fallback or fallback is np.float64
+        fast = exact and bool(np.all(bounds + np.abs(b64) < limit))
+        return acc_dtype, wm, b64, fast
+
     w_const, b_const = ctx.constant(1), ctx.constant(2)
-    wm_const = None if w_const is None else prep(w_const)
-    b_i64 = None if b_const is None else b_const.astype(np.int64)
+    fixed = None if w_const is None or b_const is None else plan(w_const, b_const)
 
     def kernel(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
         xn = to_nhwc(x, nchw)
         geo = geometry(xn.shape, w.shape, b.shape)
+        acc_dtype, wm, b64, fast = fixed if fixed is not None else plan(w, b)
         xc = xn.astype(acc_dtype)
         xc -= acc_dtype(zp_in)  # centered: zero padding is the input zero point
-        wm = wm_const if wm_const is not None else prep(w)
-        acc = accumulate(xc, wm, w.shape, geo).astype(np.int64)
-        acc += b_i64 if b_i64 is not None else b.astype(np.int64)
+        acc = accumulators[acc_dtype](xc, wm, w.shape, geo)
+        if fast:
+            acc = acc.astype(np.float64, copy=False)
+            acc += b64
+            return from_nhwc(frequant(acc), nchw)
+        acc = acc.astype(np.int64)
+        acc += b.astype(np.int64)
         return from_nhwc(requant(acc), nchw)
 
     return kernel

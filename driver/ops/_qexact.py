@@ -1,0 +1,100 @@
+"""Exact integer arithmetic of quantized kernels done in floating point, where provably exact.
+
+A quantized convolution or matmul sums products ``(x - zp_x) * (w - zp_w)``
+of small integers. Floating-point BLAS adds integers exactly as long as every
+partial sum stays below 2**24 (float32) or 2**53 (float64), whatever the
+order of the additions; every partial sum is bounded by
+``max|x - zp_x| * sum_k |w[k, o] - zp_w|`` for output channel ``o``. So:
+
+- ``accumulation_dtype`` picks float32 (twice the speed of float64 GEMM and
+  half the memory) when that bound is below 2**24, float64 when below 2**53,
+  None otherwise (the caller keeps its integer path).
+- ``float_requantizer`` is TFLite's ``MultiplyByQuantizedMultiplier``
+  (gemmlowp's ``SaturatingRoundingDoublingHighMul`` then
+  ``RoundingDivideByPOT``) on float64 values, bit-exact while
+  ``|acc| * 2**left_shift < 2**22`` (then ``acc * multiplier`` < 2**53 is
+  exact, divisions by powers of two are exact, and no int32 wrap can occur);
+  ``requant_limit`` gives that bound per channel, and callers use the integer
+  requantizer above it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from nnhal.driver.ops import quant
+
+F32_EXACT = float(2**24)
+F64_EXACT = float(2**53)
+#: |accumulator| below which float_requantizer is exact (times 2**-left_shift)
+REQUANT_EXACT = float(2**22)
+
+
+def centered_bound(zero_point: int, dtype) -> int:
+    """max |x - zero_point| over the quantized type's range."""
+    qmin, qmax = quant.QUANT_RANGE[np.dtype(dtype)]
+    return max(zero_point - qmin, qmax - zero_point)
+
+
+def channel_bounds(x_bound: int, abs_sums: np.ndarray) -> np.ndarray:
+    """Per-output-channel bound of every partial sum (float64, exact for these sizes)."""
+    return float(x_bound) * np.asarray(abs_sums, dtype=np.float64)
+
+
+def accumulation_dtype(bounds: np.ndarray):
+    """float32 or float64 when every partial sum provably fits its mantissa, else None."""
+    top = float(np.max(bounds)) if np.size(bounds) else 0.0
+    if top < F32_EXACT:
+        return np.float32
+    if top < F64_EXACT:
+        return np.float64
+    return None
+
+
+def requant_limit(exp: np.ndarray) -> np.ndarray:
+    """Per channel: the largest |accumulator + bias| float_requantizer handles exactly."""
+    left = np.maximum(np.asarray(exp, dtype=np.int64), 0)
+    return REQUANT_EXACT / np.exp2(left.astype(np.float64))
+
+
+def float_requantizer(
+    mult: np.ndarray, exp: np.ndarray, zero_point: int, lo: int, hi: int, dtype
+) -> Callable[[np.ndarray], np.ndarray]:
+    """float64 accumulators (last axis = channel; consumed) -> clamped quantized output.
+
+    Bit-exact with ``_conv_util.requantizer`` for ``|acc| < requant_limit(exp)``.
+    """
+    mult = np.asarray(mult, dtype=np.int64)
+    exp = np.asarray(exp, dtype=np.int64)
+    # x << left then * multiplier: one exact float multiply
+    pre = mult.astype(np.float64) * np.exp2(np.maximum(exp, 0).astype(np.float64))
+    right = np.maximum(-exp, 0)
+    half = np.where(right > 0, np.exp2((right - 1).astype(np.float64)), 0.0)
+    inv = np.exp2(-right.astype(np.float64))
+    if np.all(pre == pre.flat[0]) and np.all(right == right.flat[0]):
+        pre, half, inv = float(pre.flat[0]), float(half.flat[0]), float(inv.flat[0])
+    rounding = bool(np.any(half != 0))
+    inv31 = float(2.0**-31)
+    # ab >= 0: ab + 2**30; ab < 0: ab + 1 - 2**30. For integer ab both are
+    # ab + copysign(2**30 - 0.5, ab) + 0.5 (and -0.0 gives 0 either way).
+    nudge = float(2**30) - 0.5
+
+    def requant(acc: np.ndarray) -> np.ndarray:
+        np.multiply(acc, pre, out=acc)  # ab: exact (|ab| < 2**53)
+        tmp = np.copysign(nudge, acc)
+        acc += tmp
+        acc += 0.5
+        acc *= inv31
+        np.trunc(acc, out=acc)  # SaturatingRoundingDoublingHighMul
+        if rounding:
+            # RoundingDivideByPOT: halves away from zero = trunc((q +- 2**(e-1)) / 2**e)
+            np.copysign(half, acc, out=tmp)
+            acc += tmp
+            acc *= inv
+            np.trunc(acc, out=acc)
+        acc += zero_point
+        np.clip(acc, lo, hi, out=acc)
+        return acc.astype(dtype)
+
+    return requant

@@ -1,0 +1,71 @@
+"""Quantized arithmetic done in floating point (driver/ops/_qexact.py) against the integer
+reference path: bit-exact requantization within the stated bound, and the bound itself."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from nnhal.driver.ops import _qexact, quant
+from nnhal.driver.ops._conv_util import multipliers, requantizer
+
+
+def _cases():
+    rng = np.random.default_rng(7)
+    # (input scale, filter scales, output scale): multipliers < 1, > 1 (left shifts), per channel
+    yield 0.5, np.array([0.25], np.float32), 0.9
+    yield 0.5, np.array([0.25], np.float32), 0.01  # real multiplier 12.5: a left shift
+    yield 1.0, np.array([1.0], np.float32), 1.0  # multiplier exactly 1 (exponent 1)
+    yield 0.05, rng.uniform(1e-4, 0.05, 16).astype(np.float32), 0.1
+    yield 0.05, rng.uniform(1e-4, 0.5, 16).astype(np.float32), 0.003
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("case", list(_cases()))
+def test_float_requantizer_is_bit_exact_within_its_limit(case, dtype):
+    in_scale, scales, out_scale = case
+    mult, exp = multipliers(in_scale, scales, out_scale)
+    qmin, qmax = quant.QUANT_RANGE[np.dtype(dtype)]
+    zp = (qmin + qmax + 1) // 2 - 3
+    channels = len(scales)
+    limit = _qexact.requant_limit(exp)
+    rng = np.random.default_rng(1)
+    acc = rng.integers(-(2**21), 2**21, (512, channels)).astype(np.int64)
+    acc = np.clip(acc, -(limit - 1).astype(np.int64), (limit - 1).astype(np.int64))
+    # the rounding edges: exact halves after the shift, zero, and the limit itself
+    edges = []
+    for c in range(channels):
+        right = max(-int(exp[c]), 0)
+        for k in range(-6, 7):
+            edges.append(k * (1 << right) + (1 << right) // 2)
+    col = np.array(edges + [0, -1, 1], np.int64)
+    col = np.clip(col, -(int(limit.min()) - 1), int(limit.min()) - 1)
+    acc = np.concatenate([acc, np.repeat(col[:, None], channels, axis=1)])
+    reference = requantizer(mult, exp, zp, qmin, qmax, dtype)(acc.copy())
+    ours = _qexact.float_requantizer(mult, exp, zp, qmin, qmax, dtype)(acc.astype(np.float64))
+    assert ours.dtype == reference.dtype
+    np.testing.assert_array_equal(ours, reference)
+    # the unclamped values too: a wide clamp shows every rounding, not just saturation
+    wide = requantizer(mult, exp, 0, -(2**31), 2**31 - 1, np.int64)(acc.copy())
+    ours_wide = _qexact.float_requantizer(mult, exp, 0, -(2**31), 2**31 - 1, np.int64)(
+        acc.astype(np.float64)
+    )
+    np.testing.assert_array_equal(ours_wide, wide)
+
+
+def test_accumulation_dtype_follows_the_mantissa_bounds():
+    assert _qexact.accumulation_dtype(np.array([2.0**24 - 1])) is np.float32
+    assert _qexact.accumulation_dtype(np.array([2.0**24])) is np.float64
+    assert _qexact.accumulation_dtype(np.array([2.0**53])) is None
+    assert _qexact.centered_bound(128, np.uint8) == 128
+    assert _qexact.centered_bound(0, np.uint8) == 255
+    assert _qexact.centered_bound(-128, np.int8) == 255
+
+
+def test_requant_limit_shrinks_with_left_shifts():
+    limit = _qexact.requant_limit(np.array([-3, 0, 2]))
+    assert limit.tolist() == [2.0**22, 2.0**22, 2.0**20]
+
+
+def test_the_cases_cover_left_and_right_shifts():
+    exps = np.concatenate([multipliers(a, b, c)[1] for a, b, c in _cases()])
+    assert (exps > 0).any() and (exps < 0).any()
