@@ -70,29 +70,34 @@ def float_requantizer(
     # x << left then * multiplier: one exact float multiply
     pre = mult.astype(np.float64) * np.exp2(np.maximum(exp, 0).astype(np.float64))
     right = np.maximum(-exp, 0)
-    half = np.where(right > 0, np.exp2((right - 1).astype(np.float64)), 0.0)
+    shifting = right > 0
+    # channels without a right shift keep q: no sign term, no offset
+    sign_half = np.where(shifting, 0.5, 0.0)
+    half_less = np.where(shifting, np.exp2((right - 1).astype(np.float64)) - 0.5, 0.0)
     inv = np.exp2(-right.astype(np.float64))
+    rounding = bool(np.any(shifting))
     if np.all(pre == pre.flat[0]) and np.all(right == right.flat[0]):
-        pre, half, inv = float(pre.flat[0]), float(half.flat[0]), float(inv.flat[0])
-    rounding = bool(np.any(half != 0))
+        pre, inv = float(pre.flat[0]), float(inv.flat[0])
+        sign_half, half_less = float(sign_half.flat[0]), float(half_less.flat[0])
     inv31 = float(2.0**-31)
-    # ab >= 0: ab + 2**30; ab < 0: ab + 1 - 2**30. For integer ab both are
-    # ab + copysign(2**30 - 0.5, ab) + 0.5 (and -0.0 gives 0 either way).
-    nudge = float(2**30) - 0.5
 
     def requant(acc: np.ndarray) -> np.ndarray:
-        np.multiply(acc, pre, out=acc)  # ab: exact (|ab| < 2**53)
-        tmp = np.copysign(nudge, acc)
-        acc += tmp
-        acc += 0.5
+        np.multiply(acc, pre, out=acc)  # ab: exact, |ab| < 2**53 - 2**31
+        # SaturatingRoundingDoublingHighMul: (ab + nudge) / 2**31 truncated toward zero
+        # with nudge 2**30 (ab >= 0) or 1 - 2**30: for integer ab both are floor((ab + 2**30)
+        # / 2**31) (halves up, for either sign); no saturation: the multiplier is < 2**31.
+        acc += float(2**30)  # exact: still an integer below 2**53
         acc *= inv31
-        np.trunc(acc, out=acc)  # SaturatingRoundingDoublingHighMul
+        np.floor(acc, out=acc)
         if rounding:
-            # RoundingDivideByPOT: halves away from zero = trunc((q +- 2**(e-1)) / 2**e)
-            np.copysign(half, acc, out=tmp)
+            # RoundingDivideByPOT(q, e): floor((q + 2**(e-1) - [q < 0]) / 2**e), halves away
+            # from zero; for integer q, q + copysign(0.5, q) + 2**(e-1) - 0.5 is that numerator
+            # (q = -0.0 included). |q| < 2**22: every step exact.
+            tmp = np.copysign(sign_half, acc)
             acc += tmp
+            acc += half_less
             acc *= inv
-            np.trunc(acc, out=acc)
+            np.floor(acc, out=acc)
         acc += zero_point
         np.clip(acc, lo, hi, out=acc)
         return acc.astype(dtype)

@@ -69,3 +69,30 @@ def test_requant_limit_shrinks_with_left_shifts():
 def test_the_cases_cover_left_and_right_shifts():
     exps = np.concatenate([multipliers(a, b, c)[1] for a, b, c in _cases()])
     assert (exps > 0).any() and (exps < 0).any()
+
+
+@pytest.mark.parametrize(
+    "mult, exp",
+    [
+        (2**31 - 1, 0),
+        (2**31 - 1, -1),
+        (2**30, 1),
+        (2**30 + 1, -7),
+        (1518500250, -12),
+        (2**31 - 3, 2),
+    ],
+)
+def test_float_requantizer_at_the_edge_of_its_range(mult, exp):
+    """Accumulators up to the limit with the largest multipliers, every sign and parity."""
+    m, e = np.array([mult], np.int64), np.array([exp], np.int64)
+    limit = int(_qexact.requant_limit(e)[0])
+    rng = np.random.default_rng(mult % 1000 + exp)
+    near = np.concatenate(
+        [np.arange(limit - 300, limit), rng.integers(limit // 2, limit, 2000)]
+    ).astype(np.int64)
+    acc = np.concatenate([near, -near, np.arange(-300, 300)])[:, None]
+    wide = requantizer(m, e, 0, -(2**31), 2**31 - 1, np.int64)(acc.copy())
+    ours = _qexact.float_requantizer(m, e, 0, -(2**31), 2**31 - 1, np.int64)(
+        acc.astype(np.float64)
+    )
+    np.testing.assert_array_equal(ours, wide)
