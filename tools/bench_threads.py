@@ -20,10 +20,11 @@ def add_threads_option(parser) -> None:
     parser.add_argument(
         "--threads",
         type=_arg,
-        default=DEFAULT_THREADS,
+        default=None,
         metavar="N|auto",
         help=f"numeric-library threads on both sides, nnhal (BLAS) and onnxruntime (intra-op) "
-        f"(default {DEFAULT_THREADS}; auto = each library's default)",
+        f"(default {DEFAULT_THREADS}; --suite models: both 1 and auto; auto = each "
+        "library's default)",
     )
 
 
@@ -36,9 +37,11 @@ def _arg(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def apply(count: int) -> None:
-    """Fix this process's pools to ``count`` and remember it for onnxruntime sessions."""
+def apply(count: int | None) -> None:
+    """Fix this process's pools to ``count`` (None: the default, 1) and remember it for
+    onnxruntime sessions."""
     global _current
+    count = DEFAULT_THREADS if count is None else count
     set_threads(count)
     _current = count
 
