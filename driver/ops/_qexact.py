@@ -67,38 +67,41 @@ def float_requantizer(
     """
     mult = np.asarray(mult, dtype=np.int64)
     exp = np.asarray(exp, dtype=np.int64)
-    # x << left then * multiplier: one exact float multiply
-    pre = mult.astype(np.float64) * np.exp2(np.maximum(exp, 0).astype(np.float64))
+    # x << left, * multiplier, / 2**31: one multiply, exact (scaling by powers of two
+    # keeps the significand of the exact integer product)
+    scaled = mult.astype(np.float64) * np.exp2(np.maximum(exp, 0).astype(np.float64) - 31)
     right = np.maximum(-exp, 0)
     shifting = right > 0
-    # channels without a right shift keep q: no sign term, no offset
-    sign_half = np.where(shifting, 0.5, 0.0)
-    half_less = np.where(shifting, np.exp2((right - 1).astype(np.float64)) - 0.5, 0.0)
     inv = np.exp2(-right.astype(np.float64))
+    # channels without a right shift keep q: no sign term, no offset (both pre-scaled)
+    sign_half = np.where(shifting, 0.5, 0.0) * inv
+    half_less = np.where(shifting, np.exp2((right - 1).astype(np.float64)) - 0.5, 0.0) * inv
     rounding = bool(np.any(shifting))
-    if np.all(pre == pre.flat[0]) and np.all(right == right.flat[0]):
-        pre, inv = float(pre.flat[0]), float(inv.flat[0])
+    if np.all(scaled == scaled.flat[0]) and np.all(right == right.flat[0]):
+        scaled, inv = float(scaled.flat[0]), float(inv.flat[0])
         sign_half, half_less = float(sign_half.flat[0]), float(half_less.flat[0])
-    inv31 = float(2.0**-31)
+    # the zero point (an integer) joins the last floor's argument: floor(v) + zp = floor(v + zp)
+    first_offset = 0.5 if rounding else 0.5 + zero_point
+    half_less = half_less + zero_point
 
     def requant(acc: np.ndarray) -> np.ndarray:
-        np.multiply(acc, pre, out=acc)  # ab: exact, |ab| < 2**53 - 2**31
         # SaturatingRoundingDoublingHighMul: (ab + nudge) / 2**31 truncated toward zero
         # with nudge 2**30 (ab >= 0) or 1 - 2**30: for integer ab both are floor((ab + 2**30)
         # / 2**31) (halves up, for either sign); no saturation: the multiplier is < 2**31.
-        acc += float(2**30)  # exact: still an integer below 2**53
-        acc *= inv31
+        # ab / 2**31 + 0.5 is (ab + 2**30) / 2**31, an integer below 2**53 scaled: exact.
+        np.multiply(acc, scaled, out=acc)
+        acc += first_offset
         np.floor(acc, out=acc)
         if rounding:
             # RoundingDivideByPOT(q, e): floor((q + 2**(e-1) - [q < 0]) / 2**e), halves away
             # from zero; for integer q, q + copysign(0.5, q) + 2**(e-1) - 0.5 is that numerator
-            # (q = -0.0 included). |q| < 2**22: every step exact.
+            # (q = -0.0 included), here each term already divided by 2**e. |q| < 2**22:
+            # every step exact.
+            np.multiply(acc, inv, out=acc)
             tmp = np.copysign(sign_half, acc)
             acc += tmp
             acc += half_less
-            acc *= inv
             np.floor(acc, out=acc)
-        acc += zero_point
         np.clip(acc, lo, hi, out=acc)
         return acc.astype(dtype)
 

@@ -453,8 +453,10 @@ def _quant_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
         xc -= acc_dtype(zp_in)  # centered: zero padding is the input zero point
         acc = accumulators[acc_dtype](xc, wm, w.shape, geo)
         if fast:
-            acc = acc.astype(np.float64, copy=False)
-            acc += b64
+            if acc.dtype == np.float64:
+                acc += b64
+            else:
+                acc = np.add(acc, b64)  # float32 + float64 -> float64, one pass
             return from_nhwc(frequant(acc), nchw)
         acc = acc.astype(np.int64)
         acc += b.astype(np.int64)
