@@ -394,23 +394,22 @@ def _float_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
     return kernel
 
 
-def _abs_sums(kind: Kind, wm: np.ndarray) -> np.ndarray:
-    """Per output channel, the sum of |centered filter| over one output's taps."""
-    a = np.abs(wm)
-    if kind is CONV:  # [K, O]
-        return a.sum(axis=0)
-    if kind is GROUPED:  # [G, K, O/G]
-        return a.sum(axis=1).reshape(-1)
-    return a.sum(axis=(0, 1)).reshape(-1)  # depthwise [KH, KW, C, M]
+def _abs_sums(kind: Kind, w: np.ndarray, zero_point: int) -> np.ndarray:
+    """Per output channel, the sum of |w - zero point| over one output's taps (int64)."""
+    centered = np.abs(w.astype(np.int32) - zero_point)
+    if kind is DEPTHWISE:  # [1, KH, KW, C*M]
+        return centered.sum(axis=(0, 1, 2), dtype=np.int64)
+    return centered.sum(axis=(1, 2, 3), dtype=np.int64)  # [O, KH, KW, C(/G)]
 
 
 def _quant_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., np.ndarray]:
     """Exact integer accumulation in float BLAS where the sums provably fit (``_qexact``).
 
-    Filters are centered in float64 (exact); per output channel the bound of
-    every partial sum picks float32 or float64 accumulation, and the bound with
-    the bias picks the float64 requantization or the integer one. A bound past
-    2**53 (not reachable by NNAPI-sized filters) keeps the integer path.
+    Per output channel, max|x - zp_x| * sum|w - zp_w| bounds every partial sum: it
+    picks float32 or float64 accumulation (filters centered in that type, exact),
+    and the bound with the bias picks the float64 requantization or the integer
+    one. A bound past 2**53 (not reachable by NNAPI-sized filters) keeps the
+    integer path.
     """
     inp, filt, out = ctx.inputs[0], ctx.inputs[1], ctx.outputs[0]
     dtype = dtype_of(out.type)
@@ -431,21 +430,20 @@ def _quant_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
     # beyond 2**53 (unreachable in practice): int32 tap sums for depthwise, as before
     fallback = np.int32 if kind is DEPTHWISE else np.float64
     accumulators[fallback] = _accumulate(kind, params, fallback)
-    prep64 = _prepared_weights(kind, params, np.float64, filt.zeroPoint)
+    preps = {
+        dt: _prepared_weights(kind, params, dt, filt.zeroPoint)
+        for dt in (np.float32, np.float64, fallback)
+    }
     zp_in, nchw = inp.zeroPoint, params.nchw
 
     def plan(w: np.ndarray, b: np.ndarray):
         """(accumulation dtype, weights in it, bias as float64, float requant exact?)"""
-        wm = prep64(w)
-        bounds = _qexact.channel_bounds(x_bound, _abs_sums(kind, wm))
+        bounds = _qexact.channel_bounds(x_bound, _abs_sums(kind, w, filt.zeroPoint))
         acc_dtype = _qexact.accumulation_dtype(bounds) or fallback
-        wm = wm if acc_dtype is np.float64 else _prepared_weights(
-            kind, params, acc_dtype, filt.zeroPoint
-        )(w)
         b64 = b.astype(np.float64)
         exact = acc_dtype is not fallback or fallback is np.float64
         fast = exact and bool(np.all(bounds + np.abs(b64) < limit))
-        return acc_dtype, wm, b64, fast
+        return acc_dtype, preps[acc_dtype](w), b64, fast
 
     w_const, b_const = ctx.constant(1), ctx.constant(2)
     fixed = None if w_const is None or b_const is None else plan(w_const, b_const)
