@@ -96,3 +96,62 @@ def test_float_requantizer_at_the_edge_of_its_range(mult, exp):
         acc.astype(np.float64)
     )
     np.testing.assert_array_equal(ours, wide)
+
+
+def _quant_conv_reference(x, w, b, zx, zw, mult, exp, zy, lo, hi, dtype):
+    """CONV_2D VALID stride 1 with int64 sums and the integer requantizer."""
+    n, h, wd, c = x.shape
+    o, kh, kw, _ = w.shape
+    oh, ow = h - kh + 1, wd - kw + 1
+    xc = x.astype(np.int64) - zx
+    wc = w.astype(np.int64) - zw
+    acc = np.zeros((n, oh, ow, o), np.int64)
+    for i in range(kh):
+        for j in range(kw):
+            acc += np.einsum("nhwc,oc->nhwo", xc[:, i : i + oh, j : j + ow], wc[:, i, j])
+    acc += b
+    return requantizer(mult, exp, zy, lo, hi, dtype)(acc)
+
+
+@pytest.mark.parametrize(
+    "channels, spread, bias, ys, path",
+    [
+        (8, 20, 1000, 40.0, "float32 sums, float requantization"),
+        (64, 120, 10**6, 40.0, "float32 sums, integer requantization"),
+        (300, 255, 0, 10000.0, "float64 sums, integer requantization"),
+    ],
+)
+def test_quant_conv_is_exact_on_every_accumulation_path(channels, spread, bias, ys, path):
+    from nnhal.driver.executor import compile_model
+
+    from nnhal.builder import ModelBuilder
+    from nnhal.types import OperandType as T
+    from nnhal.types import OperationType as O
+
+    rng = np.random.default_rng(channels)
+    xs, ws = 0.5, 0.01
+    x = rng.integers(0, 256, (1, 5, 5, channels), dtype=np.uint8)
+    zw = 0 if spread == 255 else 128
+    w = rng.integers(max(0, zw - spread), min(255, zw + spread) + 1, (3, 3, 3, channels))
+    w = w.astype(np.uint8)
+    if spread == 255:
+        w[...] = 255  # the largest |w - zw| everywhere: sums past 2**24
+    b = rng.integers(-bias, bias + 1, 3).astype(np.int32)
+    # the case really takes its path: the bound of _qexact against its two limits
+    bound = 255 * np.abs(w.astype(np.int64) - zw).sum(axis=(1, 2, 3)).max()
+    assert (bound < 2**24) == path.startswith("float32")
+    assert (bound + bias < 2**22) == path.endswith("float requantization")
+    mb = ModelBuilder()
+    g = mb.main
+    inp = g.input(T.TENSOR_QUANT8_ASYMM, [1, 5, 5, channels], xs, 0)
+    out = g.output(T.TENSOR_QUANT8_ASYMM, [1, 3, 3, 3], ys, 7)
+    wc = g.constant(T.TENSOR_QUANT8_ASYMM, w, scale=ws, zero_point=zw)
+    bc = g.constant(T.TENSOR_INT32, b, scale=xs * ws)
+    g.operation(
+        O.CONV_2D, [inp, wc, bc, *[g.constant(T.INT32, v) for v in (2, 1, 1, 0)]], [out]
+    )
+    got = compile_model(mb.build()).run([x])[0]
+    mult, exp = multipliers(xs, np.array([ws], np.float32), ys)
+    want = _quant_conv_reference(x, w, b, 0, zw, mult, exp, 7, 0, 255, np.uint8)
+    np.testing.assert_array_equal(got, want)
+    assert len(np.unique(want)) > 1  # not all saturated
