@@ -130,11 +130,9 @@ def mobilenet_f32(seed: int = 0) -> ModelCase:
         nxt = g.temporary(F32, [1, out_size, out_size, cout])
         scalars = [SAME, stride, stride] + ([1] if kind == "dw" else []) + [RELU6]
         op = O.DEPTHWISE_CONV_2D if kind == "dw" else O.CONV_2D
-        g.operation(
-            op,
-            [cur, g.constant(F32, w), g.constant(F32, b), *[g.constant(T.INT32, v) for v in scalars]],
-            [nxt],
-        )
+        ints = (g.constant(T.INT32, v) for v in scalars)
+        consts = [g.constant(F32, w), g.constant(F32, b), *ints]
+        g.operation(op, [cur, *consts], [nxt])
         inits[f"w{k}"], inits[f"b{k}"] = w_onnx, b
         nodes.append(
             helper.make_node(
@@ -151,7 +149,9 @@ def mobilenet_f32(seed: int = 0) -> ModelCase:
         cur, size, name = nxt, out_size, f"a{k}"
     pooled = g.temporary(F32, [1, 1, 1, 1024])
     g.operation(
-        O.AVERAGE_POOL_2D, [cur, *[g.constant(T.INT32, v) for v in (VALID, 1, 1, 7, 7, 0)]], [pooled]
+        O.AVERAGE_POOL_2D,
+        [cur, *(g.constant(T.INT32, v) for v in (VALID, 1, 1, 7, 7, 0))],
+        [pooled],
     )
     flat = g.temporary(F32, [1, 1024])
     g.operation(O.RESHAPE, [pooled, g.constant(T.TENSOR_INT32, [1, 1024])], [flat])

@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import os
 
-from nnhal.driver.ops.threads import AUTO, DEFAULT_THREADS, parse_threads, set_threads, thread_report
+from nnhal.driver.ops.threads import (
+    AUTO,
+    DEFAULT_THREADS,
+    parse_threads,
+    set_threads,
+    thread_report,
+)
 
 _current = DEFAULT_THREADS
 

@@ -18,7 +18,9 @@ from nnhal.driver.profile import ProfileError, parse_profile
 from threadpoolctl import threadpool_info
 
 
-@pytest.mark.parametrize("text, count", [("1", 1), ("4", 4), ("0", 0), ("auto", 0), (" Auto ", 0), (3, 3)])
+@pytest.mark.parametrize(
+    "text, count", [("1", 1), ("4", 4), ("0", 0), ("auto", 0), (" Auto ", 0), (3, 3)]
+)
 def test_parse_threads_accepts(text, count):
     assert parse_threads(text) == count
 
