@@ -36,8 +36,9 @@ def _blas_threads() -> set[int]:
 
 
 def test_set_threads_fixes_the_blas_pool_and_auto_restores_it():
-    before = _blas_threads()
-    if not before:
+    set_threads(AUTO)  # whatever an earlier test set in this process: the library default
+    default = _blas_threads()
+    if not default:
         pytest.skip("numpy's BLAS exposes no thread pool here")
     try:
         set_threads(1)
@@ -45,7 +46,7 @@ def test_set_threads_fixes_the_blas_pool_and_auto_restores_it():
         assert "blas" in thread_report() and ": 1" in thread_report()
     finally:
         set_threads(AUTO)
-    assert _blas_threads() == before
+    assert _blas_threads() == default
 
 
 def test_profile_threads_key():
