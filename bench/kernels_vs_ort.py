@@ -201,7 +201,7 @@ def main() -> None:
         ratios = sorted(x / y for x, y in zip(a, b))
         ma, mb = statistics.median(a), statistics.median(b)
         print(f"{name:<9} {ma:>9.3f} {mb:>9.3f} {ma / mb:>6.2f}x "
-              f"{ratios[0]:>5.2f}-{ratios[-1]:<5.2f}x  {agree}")
+              f"{f'{ratios[0]:.2f}-{ratios[-1]:.2f}x':>13}  {agree}")
 
 
 if __name__ == "__main__":

@@ -270,7 +270,8 @@ class Generator:
             source.line(1, f"{target} = {value}")
         outputs = [namer(i) for i in subgraph.outputIndexes]
         if chunked:
-            self._emit_chunks(source, plan, number, params, outputs)
+            defined = params + [target for target, _ in prologue]
+            self._emit_chunks(source, plan, number, defined, outputs)
         else:
             self.emit_steps(source, plan, namer, 1)
         source.location = f"subgraph {number} outputs"
@@ -288,7 +289,7 @@ class Generator:
         return function
 
     def _emit_chunks(
-        self, source: Source, plan: SubgraphPlan, number: int, params: list[str], outputs
+        self, source: Source, plan: SubgraphPlan, number: int, defined: list[str], outputs
     ) -> None:
         """Main-body lines calling one generated function per CHUNK_STEPS steps.
 
@@ -313,7 +314,7 @@ class Generator:
             writes = {name for name in written if _OPERAND.fullmatch(name)}
             reads = set(_OPERAND.findall("\n".join(chunk.lines)))
             pieces.append((chunk, writes, reads))
-        known = set(params)
+        known = set(defined)  # the function's parameters and prologue names
         for _, writes, _ in pieces:
             known |= writes
         needed_later = {o for o in outputs if _OPERAND.fullmatch(o)}
