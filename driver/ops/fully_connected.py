@@ -104,9 +104,7 @@ def _float_kernel(ctx: OpContext, activation: int) -> Callable[..., np.ndarray]:
     # Float16 runs in float32: matmul promotes a float16 input against float32
     # weights, and the bias adds into the float32 result.
     if weights_const is not None and bias_const is not None:
-        # a transposed view: BLAS takes it as is, while copying the transpose of a large
-        # matrix is a cache-hostile strided copy (tens of ms for 1000 x 1024 under load)
-        wt = weights_const.astype(f32).T
+        wt = np.ascontiguousarray(weights_const.astype(f32).T)
         bc = bias_const.astype(f32)
         size = wt.shape[0]
         dims = ctx.inputs[0].dimensions
@@ -152,7 +150,9 @@ def _quant_kernel(ctx: OpContext, activation: int) -> Callable[..., np.ndarray]:
     zp_in, zp_w, zp_out = inp.zeroPoint, weights.zeroPoint, out.zeroPoint
 
     def centered_weights(w: np.ndarray) -> np.ndarray:
-        return (w.astype(np.float64) - zp_w).T  # a transposed view (see above)
+        # a transposed view: BLAS takes it as is (the integer sums are exact in any order),
+        # while copying a large matrix's transpose is a cache-hostile strided copy
+        return (w.astype(np.float64) - zp_w).T
 
     weights_const = ctx.constant(1)
     wt = None if weights_const is None else centered_weights(weights_const)
