@@ -178,6 +178,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         Device(with_limits(_load_profile(p), limits), **device_options(args, p))
         for p in args.profile or [None]
     ]
+    from nnhal.driver.ops.threads import serving_threads, set_threads  # --threads
+
+    try:
+        set_threads(serving_threads(args.threads, [d.profile.threads for d in devices]))
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     device = import_module("nnhal.tools.cli_trace").configure_devices(devices, args)
     # TLS, tokens, insecure exposure refused, graceful shutdown (nnhal/cli_security.py)
     return _security().serve(devices, address, args, device)
@@ -468,6 +474,15 @@ def _add_device_args(p: argparse.ArgumentParser) -> None:
     _security().add_client_options(p)  # --tls-ca, --token-file, ...
 
 
+def _threads_arg(text: str) -> int:
+    from nnhal.driver.ops.threads import parse_threads
+
+    try:
+        return parse_threads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nnhal", description="An Android NNAPI HAL 1.3 driver emulator over gRPC."
@@ -495,6 +510,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="a resource limit for every served device, over its profile's [limits] "
         "(e.g. max_concurrent_executions=8); repeatable",
+    )
+    p.add_argument(
+        "--threads",
+        type=_threads_arg,
+        metavar="N|auto",
+        help="numeric-library (BLAS) threads of the server, over the profile's `threads` "
+        "(default 1; auto = every core; docs/performance.md)",
     )
     _oppkg().add_serve_options(p)
     import_module("nnhal.tools.cli_trace").add_serve_options(p)  # --cache-dir
