@@ -1,0 +1,288 @@
+"""The devices a compilation can use, seen through one small interface.
+
+``RuntimeDevice`` is what the partitioner and the executor need from a device:
+its name, capabilities, which operations of a model it supports (with reasons),
+and ``prepare`` giving a ``StepModel`` that runs numpy inputs to numpy outputs.
+
+- ``ClientDevice`` wraps an ``nnhal.client.Device`` (any server speaking the
+  proto; ``ADDR/DEVICE`` selects one of a server's devices).
+- ``ReferenceDevice`` is the runtime's own CPU device, ``nnapi-reference``: the
+  driver's ``Device`` with the default profile, called in this process (no
+  gRPC), as Android's runtime calls its CpuDevice. It is the only place the
+  runtime imports the driver.
+
+Execution modes (``mode``): "sync" (executeSynchronously_1_3), "async"
+(execute_1_3), "burst" (one burst per step model, kept for its lifetime) and
+"fenced" (executeFenced). The reference device runs every mode the same way,
+as Android's CpuPreparedModel does.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from nnhal._client_io import IoPlan
+from nnhal.errors import DeviceUnavailable, HalError, error_from_status
+from nnhal.types import (
+    NO_TIMING,
+    Capabilities,
+    DeviceType,
+    ErrorStatus,
+    Model,
+    OutputShape,
+    Timing,
+)
+
+#: Android's name for the runtime's CPU device.
+REFERENCE_NAME = "nnapi-reference"
+
+MODES = ("sync", "async", "burst", "fenced")
+
+
+@dataclass
+class StepResult:
+    outputs: list[np.ndarray]
+    shapes: tuple[OutputShape, ...]
+    timing: Timing
+
+
+class StepModel:
+    """A model prepared on one device; ``run`` raises HalError subclasses."""
+
+    def run(
+        self,
+        inputs: Sequence[np.ndarray | None],
+        output_shapes: Sequence[Sequence[int] | None] | None,
+        *,
+        mode: str = "sync",
+        measure: bool = False,
+        deadline_ns: int | None = None,
+        loop_timeout_ns: int | None = None,
+    ) -> StepResult:
+        raise NotImplementedError
+
+    def release(self) -> None:
+        pass
+
+
+class RuntimeDevice:
+    """Base: a device as the runtime sees it."""
+
+    name: str = ""
+    is_reference: bool = False
+
+    def capabilities(self) -> Capabilities:
+        raise NotImplementedError
+
+    def device_type(self) -> DeviceType:
+        raise NotImplementedError
+
+    def version(self) -> str:
+        raise NotImplementedError
+
+    def explain(self, model: Model) -> tuple[list[bool], dict[int, str]]:
+        raise NotImplementedError
+
+    def prepare(self, model: Model, preference: int, priority: int, **kw: Any) -> StepModel:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+# --------------------------------------------------------------------------
+# A device over the wire
+# --------------------------------------------------------------------------
+
+
+class ClientStep(StepModel):
+    def __init__(self, prepared: Any) -> None:
+        self.prepared = prepared
+        self._burst = None
+        self._lock = threading.Lock()
+
+    def run(self, inputs, output_shapes, *, mode="sync", measure=False, deadline_ns=None,
+            loop_timeout_ns=None) -> StepResult:  # fmt: skip
+        if mode == "burst":
+            with self._lock:
+                if self._burst is None:
+                    self._burst = self.prepared.burst()
+                r = self._burst.execute(inputs, output_shapes=output_shapes, measure=measure)
+            return StepResult(list(r.outputs), tuple(r.outputShapes), r.timing)
+        if mode == "fenced":
+            outputs, fenced = self.prepared.execute_fenced(
+                inputs,
+                output_shapes=output_shapes,
+                measure=measure,
+                deadline_ns=deadline_ns,
+                loop_timeout_ns=loop_timeout_ns,
+            )
+            try:
+                status, _launched, timing = fenced.callback.getExecutionInfo()
+            finally:
+                fenced.callback.release()
+            if status != ErrorStatus.NONE:
+                raise error_from_status(status, getattr(fenced.callback, "message", ""))
+            shapes = tuple(OutputShape(tuple(a.shape), True) for a in outputs)
+            return StepResult(list(outputs), shapes, timing)
+        r = self.prepared.execute(
+            inputs,
+            output_shapes=output_shapes,
+            measure=measure,
+            deadline_ns=deadline_ns,
+            loop_timeout_ns=loop_timeout_ns,
+            synchronous=mode != "async",
+        )
+        return StepResult(list(r.outputs), tuple(r.outputShapes), r.timing)
+
+    def release(self) -> None:
+        with self._lock:
+            if self._burst is not None:
+                self._burst.close()
+                self._burst = None
+        try:
+            self.prepared.release()
+        except HalError:
+            pass  # the server is gone: nothing left to free
+
+
+class ClientDevice(RuntimeDevice):
+    """A device served over gRPC (``nnhal.client.Device``)."""
+
+    def __init__(self, device: Any, name: str | None = None) -> None:
+        self.device = device
+        self.name = name or device.getVersionString()
+        self._caps: Capabilities | None = None
+
+    def capabilities(self) -> Capabilities:
+        if self._caps is None:
+            self._caps = self.device.getCapabilities_1_3()
+        return self._caps
+
+    def device_type(self) -> DeviceType:
+        return self.device.getType()
+
+    def version(self) -> str:
+        return self.device.getVersionString()
+
+    def explain(self, model: Model) -> tuple[list[bool], dict[int, str]]:
+        try:
+            supported, reasons = self.device.explainSupportedOperations(model)
+            return supported, {int(k): v for k, v in reasons.items()}
+        except HalError as exc:
+            if exc.status == ErrorStatus.INVALID_ARGUMENT:
+                raise
+            # a server without the nnhal extension: the HAL call has no reasons
+            supported = self.device.getSupportedOperations_1_3(model)
+            return supported, {i: "not supported" for i, ok in enumerate(supported) if not ok}
+
+    def prepare(self, model: Model, preference: int, priority: int, **kw: Any) -> StepModel:
+        return ClientStep(self.device.prepareModel_1_3(model, preference, priority, **kw))
+
+
+# --------------------------------------------------------------------------
+# The runtime's own CPU device
+# --------------------------------------------------------------------------
+
+
+class ReferenceStep(StepModel):
+    def __init__(self, prepared: Any) -> None:
+        self.prepared = prepared
+
+    def run(self, inputs, output_shapes, *, mode="sync", measure=False, deadline_ns=None,
+            loop_timeout_ns=None) -> StepResult:  # fmt: skip
+        try:
+            plan = IoPlan(self.prepared.model, inputs, output_shapes, "inline")
+        except ValueError as exc:
+            from nnhal.errors import InvalidArgument
+
+            raise InvalidArgument(str(exc)) from None
+        views = [memoryview(bytearray(p.data)) for p in plan.request.pools]
+        if mode == "burst":  # bursts carry no deadline and no loop timeout (HAL 1.2)
+            deadline_ns = loop_timeout_ns = None
+        shapes, timing = self.prepared.execute(
+            plan.request,
+            views,
+            measure=measure,
+            deadline_ns=deadline_ns,
+            loop_timeout_ns=loop_timeout_ns,
+        )
+        outputs = plan.read_outputs(shapes, {1: bytes(views[1])})
+        return StepResult(outputs, tuple(shapes), timing)
+
+
+class ReferenceDevice(RuntimeDevice):
+    """``nnapi-reference``: the driver with the default profile, in this process."""
+
+    is_reference = True
+
+    def __init__(self) -> None:
+        from nnhal.driver.device import Device
+        from nnhal.driver.profile import load_profile
+
+        self.driver = Device(load_profile("default"))
+        self.name = REFERENCE_NAME
+
+    def capabilities(self) -> Capabilities:
+        return self.driver.getCapabilities_1_3()
+
+    def device_type(self) -> DeviceType:
+        return DeviceType.CPU
+
+    def version(self) -> str:
+        return self.driver.getVersionString()
+
+    def explain(self, model: Model) -> tuple[list[bool], dict[int, str]]:
+        return self.driver.explainSupportedOperations(model)
+
+    def prepare(self, model: Model, preference: int, priority: int, **kw: Any) -> StepModel:
+        kw.pop("modelCache", None), kw.pop("dataCache", None), kw.pop("token", None)
+        return ReferenceStep(self.driver.prepareModel_1_3(model, preference, priority, **kw))
+
+
+_reference: ReferenceDevice | None = None
+_reference_lock = threading.Lock()
+
+
+def reference_device() -> ReferenceDevice:
+    """The process-wide ``nnapi-reference`` device (created on first use)."""
+    global _reference
+    with _reference_lock:
+        if _reference is None:
+            _reference = ReferenceDevice()
+        return _reference
+
+
+def connect_target(target: str, timeout: float = 10.0) -> ClientDevice:
+    """``ADDR`` or ``ADDR/DEVICE`` -> a ClientDevice (DeviceUnavailable when nobody answers)."""
+    from nnhal.client import connect
+
+    address, _, device = target.partition("/")
+    if not address:
+        raise ValueError(f"target {target!r}: no address")
+    client = connect(address, timeout=timeout, device=device or None)
+    name = device or _first_device_name(address) or client.getVersionString()
+    return ClientDevice(client, name)
+
+
+def _first_device_name(address: str) -> str | None:
+    from nnhal.control import list_devices
+
+    try:
+        devices = list_devices(address)
+    except (HalError, DeviceUnavailable, Exception):  # noqa: BLE001 - a plain HAL server
+        return None
+    return devices[0].get("name") if devices else None
+
+
+def now_ns() -> int:
+    return time.monotonic_ns()
+
+
+NO = NO_TIMING
