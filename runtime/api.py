@@ -189,7 +189,7 @@ class Compilation:
         try:
             for step in iter_steps(plan):
                 if isinstance(step, DeviceStep):
-                    self._prepare(step, self.devices[step.device], deadline)
+                    self._prepare(step, plan.devices[step.device], deadline)
         except HalError:
             self.release()
             self.plan = None

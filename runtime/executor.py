@@ -161,7 +161,7 @@ class PlanRun:
         plan: SubgraphPlan = self.c.plan
         main = self.c.model.main
         allow = self.c.allow_fallback and not (
-            plan.simple and self.c.devices[plan.steps[0].device].is_reference
+            plan.simple and plan.devices[plan.steps[0].device].is_reference
         )
         try:
             values = self._run_subgraph(plan, dict(zip(main.inputIndexes, inputs)), allow)
@@ -205,7 +205,7 @@ class PlanRun:
             if self.deadline_ns is not None and time.monotonic_ns() >= self.deadline_ns:
                 raise MissedDeadline("the execution's deadline passed between steps")
             if isinstance(step, DeviceStep):
-                self._device_step(step, values, allow, plan.simple)
+                self._device_step(plan, step, values, allow)
             elif isinstance(step, IfStep):
                 self._if_step(step, values, allow)
             else:
@@ -266,8 +266,9 @@ class PlanRun:
 
     # -- device steps ---------------------------------------------------------
 
-    def _device_step(self, step: DeviceStep, values: dict, allow: bool, simple: bool) -> None:
-        device = self.c.devices[step.device]
+    def _device_step(self, plan: SubgraphPlan, step: DeviceStep, values: dict, allow: bool) -> None:
+        simple = plan.simple
+        device = plan.devices[step.device]
         inputs = [self._value(step.source, i, values) for i in step.io.inputs]
         record = StepRecord(step.index, device.name, list(step.operations), step.source)
         self.report.steps.append(record)
@@ -281,13 +282,13 @@ class PlanRun:
                 if simple:
                     raise
                 raise _FullFallback(exc) from exc
-            result = self._partial_fallback(step, inputs, exc, simple)
+            result = self._partial_fallback(step, device, inputs, exc, simple)
         for i, array in zip(step.io.outputs, result.outputs):
             values[i] = array
 
-    def _partial_fallback(self, step: DeviceStep, inputs, error: HalError, simple: bool):
+    def _partial_fallback(self, step: DeviceStep, step_device, inputs, error: HalError, simple):
         cpu = self.c.reference
-        failed = self.c.devices[step.device].name
+        failed = step_device.name
         self.report.fallbacks.append(
             Fallback("partial", step.index, failed, error.status.name, error.message)
         )

@@ -98,6 +98,8 @@ class SubgraphPlan:
     steps: list[Any] = field(default_factory=list)
     choices: list[Choice] = field(default_factory=list)
     simple: bool = False
+    #: the devices the step device indexes refer to (the compilation's, or the CPU alone)
+    devices: list[RuntimeDevice] = field(default_factory=list)
 
 
 def _pick(info: PerformanceInfo, preference: int) -> float:
@@ -233,7 +235,7 @@ def partition(
     """The plan of subgraph ``s`` (recursing into interpreted control flow)."""
     choices = best_devices(model, s, devices, preference)
     sub = subgraph_of(model, s)
-    plan = SubgraphPlan(s, choices=choices)
+    plan = SubgraphPlan(s, choices=choices, devices=list(devices))
     targets = {c.device for c in choices}
     if s == 0 and len(targets) == 1 and INTERPRETER not in targets:
         plan.simple = True
@@ -333,7 +335,7 @@ def _control_flow_step(
 def _branch(model: Model, s: int, devices: Sequence[RuntimeDevice], preference: int) -> SubgraphPlan:
     sub = subgraph_of(model, s)
     if not sub.operations:  # a subgraph passing inputs through: nothing to run
-        return SubgraphPlan(s)
+        return SubgraphPlan(s, devices=list(devices))
     return partition(model, devices, preference, s)
 
 
