@@ -39,7 +39,8 @@ from nnhal.types import (
     Priority,
     Timing,
 )
-from nnhal.validation import validate_model
+from nnhal._validation_control_flow import runtime_validation
+from nnhal.validation import validate_model as _validate_model
 
 from nnhal.runtime.devices import MODES, RuntimeDevice, StepModel, reference_device
 from nnhal.runtime.executor import ExecutionReport, PlanRun
@@ -77,6 +78,13 @@ _FROM_STATUS = {
 
 class BadState(Exception):
     """ANEURALNETWORKS_BAD_STATE: a call out of order (e.g. a finished compilation changed)."""
+
+
+def validate_model(model: HalModel) -> None:
+    """Validate as the runtime does (ValidationMode::RUNTIME): control-flow operands of
+    unknown size are allowed, since the runtime's interpreter runs those operations."""
+    with runtime_validation():
+        _validate_model(model)
 
 
 def result_code(error: BaseException | None) -> int:

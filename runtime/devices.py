@@ -173,14 +173,20 @@ class ClientDevice(RuntimeDevice):
 
     def explain(self, model: Model) -> tuple[list[bool], dict[int, str]]:
         try:
-            supported, reasons = self.device.explainSupportedOperations(model)
-            return supported, {int(k): v for k, v in reasons.items()}
+            try:
+                supported, reasons = self.device.explainSupportedOperations(model)
+                return supported, {int(k): v for k, v in reasons.items()}
+            except HalError as exc:
+                if exc.status == ErrorStatus.INVALID_ARGUMENT:
+                    raise
+                # a server without the nnhal extension: the HAL call has no reasons
+                supported = self.device.getSupportedOperations_1_3(model)
+                return supported, {i: "not supported" for i, ok in enumerate(supported) if not ok}
         except HalError as exc:
-            if exc.status == ErrorStatus.INVALID_ARGUMENT:
-                raise
-            # a server without the nnhal extension: the HAL call has no reasons
-            supported = self.device.getSupportedOperations_1_3(model)
-            return supported, {i: "not supported" for i, ok in enumerate(supported) if not ok}
+            # Android's DriverDevice::getSupportedOperations: a failed call means "none"
+            why = f"getSupportedOperations_1_3 failed: {exc}"
+            n = len(model.main.operations)
+            return [False] * n, dict.fromkeys(range(n), why)
 
     def prepare(self, model: Model, preference: int, priority: int, **kw: Any) -> StepModel:
         return ClientStep(self.device.prepareModel_1_3(model, preference, priority, **kw))
@@ -239,7 +245,15 @@ class ReferenceDevice(RuntimeDevice):
         return self.driver.getVersionString()
 
     def explain(self, model: Model) -> tuple[list[bool], dict[int, str]]:
-        return self.driver.explainSupportedOperations(model)
+        from nnhal.errors import InvalidArgument
+
+        try:
+            return self.driver.explainSupportedOperations(model)
+        except InvalidArgument:
+            # The driver validates as a HAL driver must (no control-flow operand of unknown
+            # size). Android's CpuDevice validates as the runtime does and says yes to every
+            # operation; the operations that need it go to the runtime's interpreter.
+            return [True] * len(model.main.operations), {}
 
     def prepare(self, model: Model, preference: int, priority: int, **kw: Any) -> StepModel:
         kw.pop("modelCache", None), kw.pop("dataCache", None), kw.pop("token", None)
