@@ -172,8 +172,9 @@ class Compilation:
         self.priority = Priority(int(priority))
 
     def set_timeout(self, timeout_ns: int | None) -> None:
-        """ANeuralNetworksCompilation_setTimeout (needs explicit devices, as in Android)."""
+        """ANeuralNetworksCompilation_setTimeout (a compilation of exactly one device)."""
         self._settable()
+        _one_device(self, "a compilation timeout")
         if timeout_ns is not None and timeout_ns < 0:
             raise InvalidArgument("the compilation timeout is negative")
         self.timeout_ns = timeout_ns
@@ -317,13 +318,15 @@ class Execution:
 
     def set_measure_timing(self, measure: bool) -> None:
         self._settable()
-        if measure and len(self.compilation.devices) != 1:
-            # Android: only for a compilation of exactly one explicit device
-            raise InvalidArgument("timing needs a compilation of exactly one device")
+        if measure:
+            _one_device(self.compilation, "timing")
         self.measure = bool(measure)
 
     def set_timeout(self, timeout_ns: int | None) -> None:
+        """ANeuralNetworksExecution_setTimeout (a compilation of exactly one device)."""
         self._settable()
+        if timeout_ns is not None:
+            _one_device(self.compilation, "an execution timeout")
         if timeout_ns is not None and timeout_ns < 0:
             raise InvalidArgument("the execution timeout is negative")
         self.timeout_ns = timeout_ns
@@ -411,6 +414,40 @@ class Execution:
 
 
 _UNSET = object()
+
+
+def _one_device(compilation: Compilation, what: str) -> None:
+    # Android: only for a compilation made by createForDevices with exactly one device
+    if len(compilation.devices) != 1:
+        names = [d.name for d in compilation.devices]
+        raise InvalidArgument(
+            f"{what} needs a compilation of exactly one device; this one has {names} "
+            "(use_reference=False with one device, or no device for nnapi-reference alone)"
+        )
+
+
+def get_supported_operations_for_devices(
+    model: Model | HalModel, devices: Sequence[RuntimeDevice]
+) -> list[bool]:
+    """ANeuralNetworksModel_getSupportedOperationsForDevices: per main operation, whether
+    any of ``devices`` supports it."""
+    hal = model.hal if isinstance(model, Model) else model
+    if not devices:
+        raise InvalidArgument("no devices given")
+    answers = [d.explain(hal)[0] for d in devices]
+    return [any(a[k] for a in answers) for k in range(len(hal.main.operations))]
+
+
+def default_loop_timeout() -> int:
+    """ANeuralNetworks_getDefaultLoopTimeout (ns)."""
+    from nnhal.types import LOOP_TIMEOUT_DEFAULT_NS
+
+    return LOOP_TIMEOUT_DEFAULT_NS
+
+
+def maximum_loop_timeout() -> int:
+    """ANeuralNetworks_getMaximumLoopTimeout (ns)."""
+    return LOOP_TIMEOUT_MAXIMUM_NS
 
 
 def _index(index: int, items: list, what: str) -> None:

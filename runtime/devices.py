@@ -159,6 +159,7 @@ class ClientDevice(RuntimeDevice):
         self.device = device
         self.name = name or device.getVersionString()
         self._caps: Capabilities | None = None
+        self.cache_hits = 0  # steps prepared from a compilation cache
 
     def capabilities(self) -> Capabilities:
         if self._caps is None:
@@ -189,7 +190,25 @@ class ClientDevice(RuntimeDevice):
             return [False] * n, dict.fromkeys(range(n), why)
 
     def prepare(self, model: Model, preference: int, priority: int, **kw: Any) -> StepModel:
+        cache = kw.get("modelCache"), kw.get("dataCache"), kw.get("token")
+        if cache[2] and _cache_written(cache[0], cache[1]):
+            # as Android's runtime: a compilation cached earlier is tried first
+            try:
+                prepared = self.device.prepareModelFromCache_1_3(
+                    cache[0], cache[1], cache[2], kw.get("deadline_ns"), model=model
+                )
+                self.cache_hits += 1
+                return ClientStep(prepared)
+            except HalError:
+                pass  # stale or foreign files: compile (and write them) again
         return ClientStep(self.device.prepareModel_1_3(model, preference, priority, **kw))
+
+
+def _cache_written(model_cache: Any, data_cache: Any) -> bool:
+    import os
+
+    paths = [h[0] for h in (*(model_cache or ()), *(data_cache or ()))]
+    return bool(paths) and all(os.path.exists(p) and os.path.getsize(p) > 0 for p in paths)
 
 
 # --------------------------------------------------------------------------

@@ -143,3 +143,58 @@ def test_output_buffer_is_filled_and_modes_agree():
             assert execution.get_output_operand_dimensions(0) == (3,)
     finally:
         compilation.release()
+
+
+def test_timeouts_and_timing_need_a_single_device_compilation():
+    with served(profile("npu", exclude=["MUL"])) as (_, (npu,)):
+        two = Compilation(chain_model(), [npu])
+        with pytest.raises(InvalidArgument, match="exactly one device"):
+            two.set_timeout(10**9)
+        one = Compilation(chain_model(), [npu], use_reference=False)
+        with pytest.raises(InvalidArgument, match="no device can run operation 1"):
+            one.finish()
+    alone = Compilation(chain_model())  # nnapi-reference alone
+    alone.set_timeout(10**10)
+    alone.finish()
+    try:
+        execution = Execution(alone)
+        execution.set_measure_timing(True)
+        execution.set_timeout(10**10)
+        execution.set_input(0, X)
+        execution.set_input(1, Y)
+        execution.set_output(0)
+        np.testing.assert_array_equal(execution.compute()[0], EXPECTED)
+        duration = execution.get_duration()
+        assert 0 <= duration["ON_HARDWARE"] <= duration["IN_DRIVER"] < 2**64 - 1
+    finally:
+        alone.release()
+
+
+def test_supported_operations_for_devices():
+    from nnhal.runtime.api import get_supported_operations_for_devices
+
+    with served(profile("npu", exclude=["MUL"])) as (_, (npu,)):
+        assert get_supported_operations_for_devices(chain_model(), [npu]) == [True, False, True]
+        both = [npu, reference_device()]
+        assert get_supported_operations_for_devices(chain_model(), both) == [True, True, True]
+
+
+def test_compilation_caching_writes_the_device_cache(tmp_path):
+    with served(profile("npu", exclude=["MUL"])) as (_, (npu,)):
+        for _ in range(2):  # the second compilation finds the files the first wrote
+            compilation = Compilation(chain_model(), [npu])
+            compilation.set_caching(tmp_path, b"t" * 32)
+            compilation.finish()
+            outs, _ = run_compiled(compilation)
+            compilation.release()
+            np.testing.assert_array_equal(outs[0], EXPECTED)
+        assert npu.cache_hits == 2  # both npu steps of the second compilation
+    assert any(p.stat().st_size > 0 for p in tmp_path.iterdir())
+
+
+def run_compiled(compilation):
+    execution = Execution(compilation)
+    execution.set_input(0, X)
+    execution.set_input(1, Y)
+    execution.set_output(0)
+    return execution.compute(), execution

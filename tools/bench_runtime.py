@@ -1,6 +1,6 @@
 """Runtime overhead on a model that runs entirely on one device (a benchmark, not a test).
 
-    python -m nnhal.runtime.bench [--rounds 15] [--iters 20] [--size 256]
+    python -m nnhal.tools.bench_runtime [--rounds 15] [--iters 20] [--size 256]
 
 Two pairs, each measured in this process with interleaved rounds (direct, then
 runtime, alternating), the median per-execution time of each reported with the
