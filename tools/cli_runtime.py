@@ -63,6 +63,12 @@ def add_parsers(sub: Any) -> None:
 def _devices(args: argparse.Namespace) -> list[Any]:
     from nnhal.runtime.devices import connect_target
 
+    if getattr(args, "profile", None):
+        raise ValueError(
+            "--profile configures the in-process driver; with --runtime give served devices "
+            "with --target (nnapi-reference, the default profile, is always there)"
+        )
+
     targets = list(getattr(args, "targets", None) or [])
     return [connect_target(t, timeout=args.connect_timeout) for t in targets]
 
@@ -253,9 +259,14 @@ def cmd_vectors(args: argparse.Namespace) -> int:
 
     from nnhal.runtime.vectors import run_test_model
 
+    from nnhal.vectors import operations_used
+
     tests = [t for f in find_vector_files(args.paths) for t in load_vectors(f)]
     if args.filter:
         tests = [t for t in tests if any(fnmatch.fnmatchcase(t.name, g) for g in args.filter)]
+    if args.operations:
+        allowed = {n.strip().upper() for v in args.operations for n in v.split(",") if n.strip()}
+        tests = [t for t in tests if operations_used(t.model) <= allowed]
     if not tests:
         print("no test models to run (check the paths and --filter)", file=sys.stderr)
         return EXIT_FAILED
@@ -265,6 +276,14 @@ def cmd_vectors(args: argparse.Namespace) -> int:
         for t in tests:
             r = run_test_model(devices, t, preference=PREFERENCES[args.preference], mode=args.mode)
             results.append(r.result)
+            if args.dump_outputs and r.outputs:
+                from pathlib import Path
+
+                from nnhal.vector_runner import dump_name
+
+                Path(args.dump_outputs).mkdir(parents=True, exist_ok=True)
+                np.savez(Path(args.dump_outputs) / f"{dump_name(t.name)}.npz",
+                         **{f"out{k}": np.asarray(a) for k, a in enumerate(r.outputs)})  # fmt: skip
             fallbacks += bool(r.report.get("fallbacks"))
             spanning += len(r.devices_used) > 1
             if r.result.result == FAILED or (args.verbose and r.result.result == SKIPPED):

@@ -198,3 +198,38 @@ def run_compiled(compilation):
     execution.set_input(1, Y)
     execution.set_output(0)
     return execution.compute(), execution
+
+
+def test_dynamic_shapes_flow_between_steps():
+    """A temporary of unknown dimensions crossing from the npu to the CPU: the npu step is
+    re-run with the buffer its first run reported as needed."""
+    mb = ModelBuilder()
+    g = mb.main
+    x, y = g.input(F32, [3]), g.input(F32, [3])
+    act = g.constant(T.INT32, 0)
+    t = g.temporary(F32, [0])  # unknown size
+    out = g.output(F32, [0])
+    g.operation(O.ADD, [x, y, act], [t])
+    g.operation(O.MUL, [t, y, act], [out])
+    with served(profile("npu", exclude=["MUL"])) as (_, (npu,)):
+        outs, execution = run_model(mb.build(), [X, Y], [npu])
+    np.testing.assert_array_equal(outs[0], (X + Y) * Y)
+    assert [s.reruns for s in execution.report.steps] == [1, 1]
+    assert execution.output_shapes[0].dimensions == (3,)
+
+
+def test_deadline_already_passed_is_a_missed_deadline():
+    from nnhal.errors import MissedDeadline
+
+    compilation = Compilation(chain_model()).finish()
+    try:
+        execution = Execution(compilation)
+        execution.set_timeout(0)
+        execution.set_input(0, X)
+        execution.set_input(1, Y)
+        execution.set_output(0)
+        with pytest.raises(MissedDeadline):
+            execution.compute()
+        assert result_code(MissedDeadline("", transient=True)) == 10
+    finally:
+        compilation.release()
