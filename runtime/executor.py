@@ -181,7 +181,7 @@ class PlanRun:
         self.report.fallbacks.append(
             Fallback("full", None, self.c.reference.name, error.status.name, error.message)
         )
-        log.warning("full fallback to %s after %s", self.c.reference.name, error)
+        log.info("full fallback to %s after %s", self.c.reference.name, error)
         main = self.c.model.main
         values = self._run_subgraph(cpu_plan, dict(zip(main.inputIndexes, inputs)), False)
         return [values.get(i) for i in main.outputIndexes]
@@ -293,7 +293,7 @@ class PlanRun:
             Fallback("partial", step.index, failed, error.status.name, error.message)
         )
         self._event("partial-fallback", step.index, cpu.name, error, failed=failed)
-        log.warning("step %d on %s failed (%s): retrying on %s", step.index, failed, error, cpu.name)
+        log.info("step %d on %s failed (%s): retrying on %s", step.index, failed, error, cpu.name)
         record = StepRecord(step.index, cpu.name, list(step.operations), step.source)
         record.fallback = "partial"
         self.report.steps.append(record)

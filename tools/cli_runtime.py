@@ -118,14 +118,7 @@ def plan_json(model: Any, devices: list[Any], preference: int) -> dict[str, Any]
                     "operation": c.operation,
                     "type": operation_name(c.type),
                     "device": name(c.device),
-                    "why": c.note
-                    or (
-                        "the only device supporting it"
-                        if len(c.perf) == 1
-                        else "best "
-                        + ("powerUsage" if preference == 0 else "execTime")
-                        + " (the CPU wins ties)"
-                    ),
+                    "why": c.note or _why(c, all_devices, preference),
                     "performance": {all_devices[d].name: v for d, v in c.perf.items()},
                     "unsupported": {all_devices[d].name: r for d, r in c.unsupported.items()},
                 }
@@ -151,6 +144,18 @@ def plan_json(model: Any, devices: list[Any], preference: int) -> dict[str, Any]
         return {"subgraph": p.source, "simple": p.simple, "operations": ops, "steps": steps}
 
     return {"devices": [d.name for d in all_devices], **sub_json(plan)}
+
+
+def _why(choice: Any, devices: list[Any], preference: int) -> str:
+    """Why the partitioner chose this device, in the runtime's own terms."""
+    if len(choice.perf) == 1:
+        return "the only device supporting it"
+    figure = "powerUsage" if preference == 0 else "execTime"
+    best = choice.perf[choice.device]
+    others = ", ".join(f"{devices[d].name} {v:g}" for d, v in choice.perf.items() if d != choice.device)
+    if any(v == best for d, v in choice.perf.items() if d != choice.device):
+        return f"{figure} {best:g} ties with {others}; the CPU device wins ties"
+    return f"lowest {figure}: {best:g} (vs {others})"
 
 
 def _print_plan(doc: dict[str, Any], indent: str = "") -> None:
