@@ -322,6 +322,12 @@ class Execution:
             _one_device(self.compilation, "timing")
         self.measure = bool(measure)
 
+    def set_measure_step_timing(self, measure: bool) -> None:
+        """nnhal extension: measure every step of any compilation (``step_timings``);
+        Android measures only one-device compilations (``set_measure_timing``)."""
+        self._settable()
+        self.measure = bool(measure)
+
     def set_timeout(self, timeout_ns: int | None) -> None:
         """ANeuralNetworksExecution_setTimeout (a compilation of exactly one device)."""
         self._settable()

@@ -192,3 +192,81 @@ def test_known_size_while_the_device_cannot_take_whole_is_interpreted(npu):
     assert plan.choices[0].device == INTERPRETER
     assert "npu" in {reference_device().name, "npu"}
     assert 0 in plan.choices[0].unsupported  # the npu said no to the WHILE
+
+
+def test_while_in_a_step_of_a_partitioned_model_carries_its_subgraphs():
+    """A known-size WHILE the npu supports goes to it inside a step (its referenced
+    subgraphs renumbered into the step model); the MUL after it runs on the CPU."""
+    mb = ModelBuilder()
+    unused = mb.subgraph()  # a referenced subgraph the step does not reach
+    ui, uo = unused.input(T.TENSOR_FLOAT32, [2]), unused.output(T.TENSOR_FLOAT32, [2])
+    unused.operation(O.RELU, [ui], [uo])
+    cond = mb.subgraph()
+    cx, ci, cn = cond.input(T.TENSOR_FLOAT32, [2]), cond.input(I32, [1]), cond.input(I32, [1])
+    c_out = cond.output(BOOL8, [1])
+    cond.operation(O.LESS, [ci, cn], [c_out])
+    body = mb.subgraph()
+    bx, bi, _ = body.input(T.TENSOR_FLOAT32, [2]), body.input(I32, [1]), body.input(I32, [1])
+    bx_out, bi_out = body.output(T.TENSOR_FLOAT32, [2]), body.output(I32, [1])
+    zero = body.constant(T.INT32, 0)
+    body.operation(O.ADD, [bx, bx, zero], [bx_out])
+    body.operation(O.ADD, [bi, body.constant(I32, [1]), zero], [bi_out])
+    g = mb.main
+    x, i, n = g.input(T.TENSOR_FLOAT32, [2]), g.input(I32, [1]), g.input(I32, [1])
+    w, i_out = g.temporary(T.TENSOR_FLOAT32, [2]), g.output(I32, [1])
+    y = g.output(T.TENSOR_FLOAT32, [2])
+    g.operation(O.WHILE, [g.subgraph_ref(cond), g.subgraph_ref(body), x, i, n], [w, i_out])
+    g.operation(O.MUL, [w, x, g.constant(T.INT32, 0)], [y])
+    # a dead IF reaching the unused subgraph keeps the model valid (every subgraph referenced)
+    c = g.input(BOOL8, [1])
+    z = g.output(T.TENSOR_FLOAT32, [2])
+    g.operation(O.IF, [c, g.subgraph_ref(unused), g.subgraph_ref(unused), x], [z])
+    model = mb.build()
+    with served(npu_profile(exclude=["MUL"])) as (_, (device,)):
+        plan = partition(model, [device, reference_device()], ExecutionPreference.FAST_SINGLE_ANSWER)
+        while_step = next(s for s in plan.steps if 0 in s.operations)
+        assert plan.choices[0].device == 0 and len(while_step.io.model.referenced) >= 2
+        x0 = np.array([1.0, 2.0], np.float32)
+        outs, execution = run_model(model, [x0, np.array([0], np.int32), np.array([3], np.int32),
+                                            np.array([True])], [device])  # fmt: skip
+    np.testing.assert_array_equal(outs[1], x0 * 8 * x0)
+    assert outs[0].tolist() == [3]
+    np.testing.assert_array_equal(outs[2], np.maximum(x0, 0))
+    assert {s.device for s in execution.report.steps} == {"npu", "nnapi-reference"}
+
+
+def test_if_nested_in_an_interpreted_while_body():
+    """WHILE (i < n) { x = IF (i < 1) then TILE(x, [2, 1]) else TILE(x, [1, 1]); i += 1 },
+    unknown dimensions: the interpreter runs the WHILE and, inside the body, the IF."""
+    code, dims = T.TENSOR_FLOAT32, [0, 2]
+    mb = ModelBuilder()
+    grow = mb.subgraph()
+    gx, gy = grow.input(code, dims), grow.output(code, dims)
+    grow.operation(O.TILE, [gx, grow.constant(I32, [2, 1])], [gy])
+    keep = mb.subgraph()
+    kx, ky = keep.input(code, dims), keep.output(code, dims)
+    keep.operation(O.TILE, [kx, keep.constant(I32, [1, 1])], [ky])
+    cond = mb.subgraph()
+    _cx, ci, cn = cond.input(code, dims), cond.input(I32, [1]), cond.input(I32, [1])
+    c_out = cond.output(BOOL8, [1])
+    cond.operation(O.LESS, [ci, cn], [c_out])
+    body = mb.subgraph()
+    bx, bi, _bn = body.input(code, dims), body.input(I32, [1]), body.input(I32, [1])
+    bx_out, bi_out = body.output(code, dims), body.output(I32, [1])
+    first = body.temporary(BOOL8, [1])
+    body.operation(O.LESS, [bi, body.constant(I32, [1])], [first])
+    body.operation(O.IF, [first, body.subgraph_ref(grow), body.subgraph_ref(keep), bx], [bx_out])
+    body.operation(O.ADD, [bi, body.constant(I32, [1]), body.constant(T.INT32, 0)], [bi_out])
+    g = mb.main
+    x, i, n = g.input(code, dims), g.input(I32, [1]), g.input(I32, [1])
+    x_out, i_out = g.output(code, dims), g.output(I32, [1])
+    g.operation(O.WHILE, [g.subgraph_ref(cond), g.subgraph_ref(body), x, i, n], [x_out, i_out])
+    model = mb.build()
+    x0 = values(np.float32)
+    with served(npu_profile(exclude=["LESS"])) as (_, (device,)):
+        outs, execution = run_model(model, [x0, np.array([0], np.int32), np.array([3], np.int32)],
+                                    [device])  # fmt: skip
+    np.testing.assert_array_equal(outs[0], np.concatenate([x0, x0]))
+    assert outs[1].tolist() == [3]
+    branches = [t["branch"] for t in execution.report.trace if t["call"] == "if"]
+    assert branches == ["then", "else", "else"]

@@ -192,8 +192,8 @@ def test_compilation_caching_writes_the_device_cache(tmp_path):
     assert any(p.stat().st_size > 0 for p in tmp_path.iterdir())
 
 
-def run_compiled(compilation):
-    execution = Execution(compilation)
+def run_compiled(compilation, execution=None):
+    execution = execution or Execution(compilation)
     execution.set_input(0, X)
     execution.set_input(1, Y)
     execution.set_output(0)
@@ -233,3 +233,23 @@ def test_deadline_already_passed_is_a_missed_deadline():
         assert result_code(MissedDeadline("", transient=True)) == 10
     finally:
         compilation.release()
+
+
+def test_per_step_timing_and_the_earlier_device_keeps_a_tie():
+    with served(profile("a", exclude=["MUL"]), profile("b")) as (_, (a, b)):
+        plan = partition(chain_model(), [a, b, reference_device()], ExecutionPreference.FAST_SINGLE_ANSWER)
+        assert [c.device for c in plan.choices] == [0, 1, 0]  # a and b tie at 0.5: a keeps it
+        compilation = Compilation(chain_model(), [a, b]).finish()
+        try:
+            execution = Execution(compilation)
+            with pytest.raises(InvalidArgument):
+                execution.set_measure_timing(True)  # Android: one-device compilations only
+            execution.set_measure_step_timing(True)
+            outs, execution = run_compiled(compilation, execution)
+        finally:
+            compilation.release()
+    np.testing.assert_array_equal(outs[0], EXPECTED)
+    timings = execution.step_timings()
+    assert [(s, d) for s, d, _ in timings] == [(0, "a"), (1, "b"), (2, "a")]
+    for _, _, t in timings:
+        assert 0 <= t.timeOnDevice <= t.timeInDriver < 2**64 - 1
