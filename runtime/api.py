@@ -279,7 +279,7 @@ class Execution:
         self.timeout_ns: int | None = None
         self.loop_timeout_ns: int | None = None
         self.report = ExecutionReport()
-        self.output_shapes: tuple[OutputShape, ...] = ()
+        self._output_shapes: tuple[OutputShape, ...] = ()
         self.results: list[np.ndarray] | None = None
         self._started = False
 
@@ -352,7 +352,7 @@ class Execution:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
         self._settable()
-        if any(v is _UNSET for v in self.inputs) or any(v is _UNSET for v in self.outputs):
+        if _UNSET_IN(self.inputs) or _UNSET_IN(self.outputs):
             raise BadState("not all inputs and outputs are set")
         self._started = True
         c = self.compilation
@@ -361,11 +361,17 @@ class Execution:
         run = PlanRun(c, mode=mode, measure=self.measure, deadline_ns=deadline,
                       loop_timeout_ns=self.loop_timeout_ns, output_shapes=shapes)  # fmt: skip
         self.report = run.report
-        arrays = run.run(list(self.inputs))
-        self.output_shapes = tuple(OutputShape(tuple(a.shape), True) for a in arrays)
+        arrays = run.run(self.inputs)
         self._deliver(arrays)
         self.results = arrays
         return arrays
+
+    @property
+    def output_shapes(self) -> tuple[OutputShape, ...]:
+        """The outputs' dimensions after a compute (isSufficient false for a buffer too small)."""
+        if not self._output_shapes and self.results is not None:
+            self._output_shapes = tuple(OutputShape(a.shape, True) for a in self.results)
+        return self._output_shapes
 
     def start_compute(self) -> Future:
         """startCompute: a Future of the outputs (ANeuralNetworksEvent_wait = result())."""
@@ -380,7 +386,7 @@ class Execution:
             if array.nbytes > buffer.nbytes:
                 short.append(k)
         if short:
-            self.output_shapes = tuple(
+            self._output_shapes = tuple(
                 OutputShape(tuple(a.shape), k not in short) for k, a in enumerate(arrays)
             )
             raise OutputInsufficientSize(
@@ -397,7 +403,7 @@ class Execution:
     # -- results ----------------------------------------------------------------
 
     def get_output_operand_dimensions(self, index: int) -> tuple[int, ...]:
-        if not self.output_shapes:
+        if self.results is None and not self._output_shapes:
             raise BadState("the execution has not finished")
         return tuple(self.output_shapes[index].dimensions)
 
@@ -420,6 +426,13 @@ class Execution:
 
 
 _UNSET = object()
+
+
+def _UNSET_IN(items: list) -> bool:
+    for v in items:
+        if v is _UNSET:
+            return True
+    return False
 
 
 def _one_device(compilation: Compilation, what: str) -> None:

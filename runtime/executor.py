@@ -308,14 +308,17 @@ class PlanRun:
     def _run_on(
         self, device: RuntimeDevice, model: StepModel, step: DeviceStep, inputs, record: StepRecord
     ) -> StepResult:
-        sub_model: Model = step.io.model
-        outs = [sub_model.main.operands[i] for i in sub_model.main.outputIndexes]
-        shapes = [_first_guess(o) for o in outs]
-        main_outputs = step.source == 0 and step.io.outputs == tuple(
-            self.c.model.main.outputIndexes
-        ) and self.output_shapes is not None
-        if main_outputs:  # the caller's own output dimensions, when it gave them
-            shapes = [g if g is not None else s for g, s in zip(self.output_shapes, shapes)]
+        guess = step.guess
+        if guess is None:  # worked out once per step
+            main = step.io.model.main
+            guess = step.guess = [_first_guess(main.operands[i]) for i in main.outputIndexes]
+            step.writes_main_outputs = step.source == 0 and step.io.outputs == tuple(
+                self.c.model.main.outputIndexes
+            )
+        shapes = guess
+        if self.output_shapes is not None and step.writes_main_outputs:
+            # the caller's own output dimensions, when it gave them
+            shapes = [g if g is not None else s for g, s in zip(self.output_shapes, guess)]
         for attempt in range(3):
             try:
                 result = model.run(

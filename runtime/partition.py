@@ -72,6 +72,8 @@ class DeviceStep:
     operations: list[int]
     io: StepIo | None = None
     index: int = 0  # position in the whole plan (for reports)
+    guess: list | None = None  # first output buffer shapes (set by the executor)
+    writes_main_outputs: bool = False
 
 
 @dataclass

@@ -2,8 +2,8 @@
 
     python -m nnhal.tools.bench_runtime [--rounds 15] [--iters 20] [--size 256]
 
-Two pairs, each measured in this process with interleaved rounds (direct, then
-runtime, alternating), the median per-execution time of each reported with the
+Two pairs, each measured in this process with interleaved rounds (direct and
+runtime alternately, which goes first alternating too), the median per-execution time of each reported with the
 ratio runtime / direct:
 
 - in-process: the reference driver's prepared model executed directly vs an
@@ -58,9 +58,14 @@ def _time(fn: Callable[[], object], iters: int) -> float:
 def _pair(direct, runtime, rounds: int, iters: int) -> tuple[float, float]:
     direct(), runtime()  # warm up
     d, r = [], []
-    for _ in range(rounds):
-        d.append(_time(direct, iters))
-        r.append(_time(runtime, iters))
+    for k in range(rounds):
+        # which goes first alternates, so neither gains from the other's wake-ups or caches
+        if k % 2:
+            r.append(_time(runtime, iters))
+            d.append(_time(direct, iters))
+        else:
+            d.append(_time(direct, iters))
+            r.append(_time(runtime, iters))
     return statistics.median(d), statistics.median(r)
 
 
