@@ -29,22 +29,24 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from nnhal.runtime.devices import MODES, RuntimeDevice, StepModel
+from nnhal.runtime.executor import ExecutionReport, PlanRun
+from nnhal.runtime.partition import DeviceStep, SubgraphPlan, iter_steps, number_steps, partition
+from nnhal.runtime.reference import reference_device
 
+from nnhal._validation_control_flow import runtime_validation
 from nnhal.errors import HalError, InvalidArgument, OutputInsufficientSize
 from nnhal.types import (
     LOOP_TIMEOUT_MAXIMUM_NS,
     ExecutionPreference,
-    Model as HalModel,
     OutputShape,
     Priority,
     Timing,
 )
-from nnhal._validation_control_flow import runtime_validation
+from nnhal.types import (
+    Model as HalModel,
+)
 from nnhal.validation import validate_model as _validate_model
-
-from nnhal.runtime.devices import MODES, RuntimeDevice, StepModel, reference_device
-from nnhal.runtime.executor import ExecutionReport, PlanRun
-from nnhal.runtime.partition import DeviceStep, SubgraphPlan, iter_steps, number_steps, partition
 
 # ANeuralNetworks result codes (NeuralNetworks.h)
 NO_ERROR = 0
@@ -295,7 +297,9 @@ class Execution:
         _index(index, self.inputs, "input")
         self.inputs[index] = None if value is None else np.asarray(value)
 
-    def set_input_from_memory(self, index: int, memory: Any, offset: int, length: int, dtype, shape):
+    def set_input_from_memory(
+        self, index: int, memory: Any, offset: int, length: int, dtype, shape
+    ):
         """setInputFromMemory: read from a shared-memory segment (multiprocessing.shared_memory)."""
         self._settable()
         _index(index, self.inputs, "input")
@@ -309,7 +313,9 @@ class Execution:
         _index(index, self.outputs, "output")
         self.outputs[index] = (buffer, None if shape is None else tuple(shape))
 
-    def set_output_from_memory(self, index: int, memory: Any, offset: int, length: int, dtype, shape):
+    def set_output_from_memory(
+        self, index: int, memory: Any, offset: int, length: int, dtype, shape
+    ):
         """setOutputFromMemory: write the result into a shared-memory segment."""
         self._settable()
         _index(index, self.outputs, "output")
@@ -342,7 +348,9 @@ class Execution:
         self._settable()
         if timeout_ns is not None and timeout_ns < 0:
             raise InvalidArgument("the loop timeout is negative")
-        self.loop_timeout_ns = None if timeout_ns is None else min(timeout_ns, LOOP_TIMEOUT_MAXIMUM_NS)
+        self.loop_timeout_ns = (
+            None if timeout_ns is None else min(timeout_ns, LOOP_TIMEOUT_MAXIMUM_NS)
+        )
 
     # -- compute ----------------------------------------------------------------
 

@@ -6,10 +6,8 @@ and ``prepare`` giving a ``StepModel`` that runs numpy inputs to numpy outputs.
 
 - ``ClientDevice`` wraps an ``nnhal.client.Device`` (any server speaking the
   proto; ``ADDR/DEVICE`` selects one of a server's devices).
-- ``ReferenceDevice`` is the runtime's own CPU device, ``nnapi-reference``: the
-  driver's ``Device`` with the default profile, called in this process (no
-  gRPC), as Android's runtime calls its CpuDevice. It is the only place the
-  runtime imports the driver.
+- ``nnhal.runtime.reference.ReferenceDevice`` is the runtime's own CPU device,
+  ``nnapi-reference`` (that module is the only one importing the driver).
 
 Execution modes (``mode``): "sync" (executeSynchronously_1_3), "async"
 (execute_1_3), "burst" (one burst per step model, kept for its lifetime) and
@@ -27,7 +25,6 @@ from typing import Any
 
 import numpy as np
 
-from nnhal._client_io import IoPlan
 from nnhal.errors import DeviceUnavailable, HalError, error_from_status
 from nnhal.types import (
     NO_TIMING,
@@ -209,87 +206,6 @@ def _cache_written(model_cache: Any, data_cache: Any) -> bool:
 
     paths = [h[0] for h in (*(model_cache or ()), *(data_cache or ()))]
     return bool(paths) and all(os.path.exists(p) and os.path.getsize(p) > 0 for p in paths)
-
-
-# --------------------------------------------------------------------------
-# The runtime's own CPU device
-# --------------------------------------------------------------------------
-
-
-class ReferenceStep(StepModel):
-    def __init__(self, prepared: Any) -> None:
-        self.prepared = prepared
-
-    def run(self, inputs, output_shapes, *, mode="sync", measure=False, deadline_ns=None,
-            loop_timeout_ns=None) -> StepResult:  # fmt: skip
-        try:
-            plan = IoPlan(self.prepared.model, inputs, output_shapes, "inline")
-        except ValueError as exc:
-            from nnhal.errors import InvalidArgument
-
-            raise InvalidArgument(str(exc)) from None
-        views = [memoryview(bytearray(p.data)) for p in plan.request.pools]
-        if mode == "burst":  # bursts carry no deadline and no loop timeout (HAL 1.2)
-            deadline_ns = loop_timeout_ns = None
-        shapes, timing = self.prepared.execute(
-            plan.request,
-            views,
-            measure=measure,
-            deadline_ns=deadline_ns,
-            loop_timeout_ns=loop_timeout_ns,
-        )
-        outputs = plan.read_outputs(shapes, {1: bytes(views[1])})
-        return StepResult(outputs, tuple(shapes), timing)
-
-
-class ReferenceDevice(RuntimeDevice):
-    """``nnapi-reference``: the driver with the default profile, in this process."""
-
-    is_reference = True
-
-    def __init__(self) -> None:
-        from nnhal.driver.device import Device
-        from nnhal.driver.profile import load_profile
-
-        self.driver = Device(load_profile("default"))
-        self.name = REFERENCE_NAME
-
-    def capabilities(self) -> Capabilities:
-        return self.driver.getCapabilities_1_3()
-
-    def device_type(self) -> DeviceType:
-        return DeviceType.CPU
-
-    def version(self) -> str:
-        return self.driver.getVersionString()
-
-    def explain(self, model: Model) -> tuple[list[bool], dict[int, str]]:
-        from nnhal.errors import InvalidArgument
-
-        try:
-            return self.driver.explainSupportedOperations(model)
-        except InvalidArgument:
-            # The driver validates as a HAL driver must (no control-flow operand of unknown
-            # size). Android's CpuDevice validates as the runtime does and says yes to every
-            # operation; the operations that need it go to the runtime's interpreter.
-            return [True] * len(model.main.operations), {}
-
-    def prepare(self, model: Model, preference: int, priority: int, **kw: Any) -> StepModel:
-        kw.pop("modelCache", None), kw.pop("dataCache", None), kw.pop("token", None)
-        return ReferenceStep(self.driver.prepareModel_1_3(model, preference, priority, **kw))
-
-
-_reference: ReferenceDevice | None = None
-_reference_lock = threading.Lock()
-
-
-def reference_device() -> ReferenceDevice:
-    """The process-wide ``nnapi-reference`` device (created on first use)."""
-    global _reference
-    with _reference_lock:
-        if _reference is None:
-            _reference = ReferenceDevice()
-        return _reference
 
 
 def connect_target(target: str, timeout: float = 10.0) -> ClientDevice:

@@ -29,6 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from nnhal.runtime.devices import RuntimeDevice, StepModel, StepResult
+from nnhal.runtime.partition import DeviceStep, IfStep, SubgraphPlan, WhileStep
+from nnhal.runtime.slicing import constant_value, subgraph_of
 
 from nnhal.errors import GeneralFailure, HalError, MissedDeadline, OutputInsufficientSize
 from nnhal.types import (
@@ -36,16 +39,11 @@ from nnhal.types import (
     LOOP_TIMEOUT_MAXIMUM_NS,
     OPERAND_TYPE_INFO,
     ErrorStatus,
-    Model,
     OperandLifeTime,
     OperandType,
     Timing,
     is_fully_specified,
 )
-
-from nnhal.runtime.devices import RuntimeDevice, StepModel, StepResult
-from nnhal.runtime.partition import DeviceStep, IfStep, SubgraphPlan, WhileStep
-from nnhal.runtime.slicing import constant_value, subgraph_of
 
 log = logging.getLogger("nnhal.runtime")
 
@@ -146,7 +144,8 @@ class PlanRun:
         self.c = compiled
         #: the caller's output dimensions (None entries: the model's), for the main outputs
         self.output_shapes = (
-            list(output_shapes) if output_shapes and any(s is not None for s in output_shapes)
+            list(output_shapes)
+            if output_shapes and any(s is not None for s in output_shapes)
             else None
         )
         self.mode = mode
@@ -219,7 +218,9 @@ class PlanRun:
         if cond is None:
             raise GeneralFailure(f"IF (operation {step.operation}): the condition has no value")
         branch = step.then_plan if bool(np.asarray(cond).reshape(-1)[0]) else step.else_plan
-        self._trace("if", step.index, "", "NONE", branch="then" if branch is step.then_plan else "else")
+        self._trace(
+            "if", step.index, "", "NONE", branch="then" if branch is step.then_plan else "else"
+        )
         inner = subgraph_of(self.c.model, branch.source)
         args = [self._value(step.source, i, values) for i in op.inputs[3:]]
         out = self._call(branch, args, allow)
@@ -240,7 +241,9 @@ class PlanRun:
             if not bool(np.asarray(c).reshape(-1)[0]):
                 break
             if time.monotonic_ns() - started > self.loop_timeout_ns:
-                self._trace("while", step.index, "", "MISSED_DEADLINE_TRANSIENT", iterations=iterations)
+                self._trace(
+                    "while", step.index, "", "MISSED_DEADLINE_TRANSIENT", iterations=iterations
+                )
                 raise MissedDeadline(
                     f"WHILE (operation {step.operation} of subgraph {step.source}) ran longer than "
                     f"the loop timeout of {self.loop_timeout_ns} ns ({iterations} iterations)",
@@ -338,7 +341,9 @@ class PlanRun:
                 record.reruns += 1
                 continue
             except HalError as exc:
-                self._trace("execute", step.index, device.name, exc.status.name, message=exc.message)
+                self._trace(
+                    "execute", step.index, device.name, exc.status.name, message=exc.message
+                )
                 raise
             record.timing = result.timing
             self._trace("execute", step.index, device.name, "NONE")
@@ -372,7 +377,7 @@ def _own(value: Any) -> Any:
 __all__ = [
     "ExecutionReport",
     "Fallback",
+    "OperandType",
     "PlanRun",
     "StepRecord",
-    "OperandType",
 ]

@@ -33,21 +33,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from nnhal.runtime.devices import RuntimeDevice
+from nnhal.runtime.slicing import StepIo, referenced_index, step_model, subgraph_of
+
 from nnhal.errors import InvalidArgument
 from nnhal.types import (
     Capabilities,
     ExecutionPreference,
     Model,
-    OperandLifeTime,
     OperandType,
     OperationType,
     PerformanceInfo,
     is_fully_specified,
     operation_name,
 )
-
-from nnhal.runtime.devices import RuntimeDevice
-from nnhal.runtime.slicing import StepIo, referenced_index, step_model, subgraph_of
 
 #: the device index standing for the runtime's control-flow interpreter
 INTERPRETER = -1
@@ -325,16 +324,24 @@ def _control_flow_step(
         then_s = referenced_index(sub.operands[op.inputs[1]])
         else_s = referenced_index(sub.operands[op.inputs[2]])
         return IfStep(
-            s, k, _branch(model, then_s, devices, preference), _branch(model, else_s, devices, preference)
+            s,
+            k,
+            _branch(model, then_s, devices, preference),
+            _branch(model, else_s, devices, preference),
         )
     cond_s = referenced_index(sub.operands[op.inputs[0]])
     body_s = referenced_index(sub.operands[op.inputs[1]])
     return WhileStep(
-        s, k, _branch(model, cond_s, devices, preference), _branch(model, body_s, devices, preference)
+        s,
+        k,
+        _branch(model, cond_s, devices, preference),
+        _branch(model, body_s, devices, preference),
     )
 
 
-def _branch(model: Model, s: int, devices: Sequence[RuntimeDevice], preference: int) -> SubgraphPlan:
+def _branch(
+    model: Model, s: int, devices: Sequence[RuntimeDevice], preference: int
+) -> SubgraphPlan:
     sub = subgraph_of(model, s)
     if not sub.operations:  # a subgraph passing inputs through: nothing to run
         return SubgraphPlan(s, devices=list(devices))

@@ -107,10 +107,14 @@ def step_model(
             lifetime = operand.lifetime
         else:
             lifetime = L.TEMPORARY_VARIABLE
-        location = operand.location if lifetime in _CONSTANT or lifetime == L.SUBGRAPH else (
-            DataLocation()
+        location = (
+            operand.location
+            if lifetime in _CONSTANT or lifetime == L.SUBGRAPH
+            else (DataLocation())
         )
-        operand = replace(operand, lifetime=lifetime, location=location, numberOfConsumers=consumers[i])
+        operand = replace(
+            operand, lifetime=lifetime, location=location, numberOfConsumers=consumers[i]
+        )
         operands.append(_renumber(operand, sub_remap))
     main = Subgraph(
         operands=tuple(operands),

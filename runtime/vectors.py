@@ -14,13 +14,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from nnhal.runtime.api import Compilation, Execution
+from nnhal.runtime.devices import RuntimeDevice
 
 from nnhal.errors import HalError
 from nnhal.vector_runner import FAILED, PASSED, VectorResult
 from nnhal.vectors import TestModel, check_multinomial, compare
-
-from nnhal.runtime.api import Compilation, Execution
-from nnhal.runtime.devices import RuntimeDevice
 
 
 @dataclass

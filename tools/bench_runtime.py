@@ -22,12 +22,12 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+from nnhal.runtime.api import Compilation, Execution
+from nnhal.runtime.devices import connect_target
+from nnhal.runtime.reference import ReferenceStep, reference_device
 
 from nnhal.builder import ModelBuilder
 from nnhal.types import Model, OperandType, OperationType
-
-from nnhal.runtime.api import Compilation, Execution
-from nnhal.runtime.devices import ReferenceStep, connect_target, reference_device
 
 
 def bench_model(size: int) -> Model:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import math
 import sys
 from typing import Any
 
@@ -91,9 +92,6 @@ def _load(path: str, name: str | None) -> Any:
 
 def plan_json(model: Any, devices: list[Any], preference: int) -> dict[str, Any]:
     """The plan of ``model``: per operation the device and why; the steps."""
-    from nnhal.types import operation_name
-
-    from nnhal.runtime.devices import reference_device
     from nnhal.runtime.partition import (
         INTERPRETER,
         DeviceStep,
@@ -102,6 +100,9 @@ def plan_json(model: Any, devices: list[Any], preference: int) -> dict[str, Any]
         number_steps,
         partition,
     )
+    from nnhal.runtime.reference import reference_device
+
+    from nnhal.types import operation_name
 
     all_devices = [*devices, reference_device()]
     plan = partition(model, all_devices, preference)
@@ -152,7 +153,9 @@ def _why(choice: Any, devices: list[Any], preference: int) -> str:
         return "the only device supporting it"
     figure = "powerUsage" if preference == 0 else "execTime"
     best = choice.perf[choice.device]
-    others = ", ".join(f"{devices[d].name} {v:g}" for d, v in choice.perf.items() if d != choice.device)
+    others = ", ".join(
+        f"{devices[d].name} {v:g}" for d, v in choice.perf.items() if d != choice.device
+    )
     if any(v == best for d, v in choice.perf.items() if d != choice.device):
         return f"{figure} {best:g} ties with {others}; the CPU device wins ties"
     return f"lowest {figure}: {best:g} (vs {others})"
@@ -205,7 +208,7 @@ def _jsonable(x: Any) -> Any:
         x = x.tolist()
     if isinstance(x, (list, tuple)):
         return [_jsonable(v) for v in x]
-    if isinstance(x, float) and x != x:
+    if isinstance(x, float) and math.isnan(x):
         return "NaN"
     if isinstance(x, float) and x in (float("inf"), float("-inf")):
         return "Infinity" if x > 0 else "-Infinity"
@@ -213,9 +216,9 @@ def _jsonable(x: Any) -> Any:
 
 
 def cmd_run(args: argparse.Namespace, inputs: list[Any] | None = None) -> int:
-    from nnhal.errors import HalError
-
     from nnhal.runtime.api import Compilation, Execution
+
+    from nnhal.errors import HalError
 
     test = _load(args.model, args.name)
     inputs = list(test.inputs) if inputs is None else inputs
@@ -259,12 +262,10 @@ def cmd_run(args: argparse.Namespace, inputs: list[Any] | None = None) -> int:
 
 
 def cmd_vectors(args: argparse.Namespace) -> int:
-    from nnhal.vector_runner import FAILED, SKIPPED, summary_line, write_report
-    from nnhal.vectors import find_vector_files, load_vectors
-
     from nnhal.runtime.vectors import run_test_model
 
-    from nnhal.vectors import operations_used
+    from nnhal.vector_runner import FAILED, SKIPPED, summary_line, write_report
+    from nnhal.vectors import find_vector_files, load_vectors, operations_used
 
     tests = [t for f in find_vector_files(args.paths) for t in load_vectors(f)]
     if args.filter:

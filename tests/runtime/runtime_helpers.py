@@ -5,9 +5,9 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any
 
-from nnhal.types import OperationType
-
 from nnhal.runtime.devices import connect_target
+
+from nnhal.types import OperationType
 
 
 def alternate_profile(name: str = "half-npu", keep_even: bool = True) -> dict[str, Any]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from nnhal.tools.cli import main
 from runtime_helpers import served
 from test_runtime_partition import chain_model, profile
 
-from nnhal.tools.cli import main
 from nnhal.vectors import model_to_json, save_vectors
 
 

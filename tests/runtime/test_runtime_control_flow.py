@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from nnhal.runtime.api import run_model
+from nnhal.runtime.partition import INTERPRETER, WhileStep, partition
+from nnhal.runtime.reference import reference_device
 from runtime_helpers import served
 
 from nnhal.builder import ModelBuilder
 from nnhal.errors import MissedDeadline
-from nnhal.runtime.api import run_model
-from nnhal.runtime.partition import INTERPRETER, IfStep, WhileStep, partition
-from nnhal.runtime.devices import reference_device
-from nnhal.types import ExecutionPreference, OperandType as T, OperationType as O
+from nnhal.types import ExecutionPreference
+from nnhal.types import OperandType as T
+from nnhal.types import OperationType as O
 
 I32, BOOL8 = T.TENSOR_INT32, T.TENSOR_BOOL8
 # the tensor types a loop-carried value takes here (TILE supports all of them)
@@ -29,7 +31,11 @@ SHAPES = {"unknown_dims": [0, 2], "unknown_rank": None}
 
 def _t(g, kind, code, dims, scale, zp):
     fn = getattr(g, kind)
-    return fn(code, dims, scale, zp) if kind != "temporary" else fn(code, dims, scale=scale, zero_point=zp)
+    return (
+        fn(code, dims, scale, zp)
+        if kind != "temporary"
+        else fn(code, dims, scale=scale, zero_point=zp)
+    )
 
 
 def doubling_loop(code, scale, zp, dims):
@@ -37,7 +43,7 @@ def doubling_loop(code, scale, zp, dims):
     iteration, so its operands have unknown dimensions (``dims``) or unknown rank (None)."""
     mb = ModelBuilder()
     cond = mb.subgraph()
-    cx = cond.input(code, dims, scale, zp)
+    _cx = cond.input(code, dims, scale, zp)
     ci, cn = cond.input(I32, [1]), cond.input(I32, [1])
     c_out = cond.output(BOOL8, [1])
     cond.operation(O.LESS, [ci, cn], [c_out])
@@ -150,11 +156,11 @@ def endless_loop(dims):
     """WHILE (i >= 0): x = x + 0 (never ends)."""
     mb = ModelBuilder()
     cond = mb.subgraph()
-    cx, ci = cond.input(T.TENSOR_FLOAT32, dims), cond.input(I32, [1])
+    _cx, ci = cond.input(T.TENSOR_FLOAT32, dims), cond.input(I32, [1])
     c_out = cond.output(BOOL8, [1])
     cond.operation(O.GREATER_EQUAL, [ci, cond.constant(I32, [0])], [c_out])
     body = mb.subgraph()
-    bx, bi = body.input(T.TENSOR_FLOAT32, dims), body.input(I32, [1])
+    bx, _bi = body.input(T.TENSOR_FLOAT32, dims), body.input(I32, [1])
     bx_out = body.output(T.TENSOR_FLOAT32, dims)
     body.operation(O.ADD, [bx, body.constant(T.TENSOR_FLOAT32, [0.0]), body.constant(T.INT32, 0)],
                    [bx_out])  # fmt: skip
@@ -178,7 +184,9 @@ def test_loop_timeout_holds_in_the_interpreter(npu, dims):
 def test_known_size_while_goes_whole_to_a_device_supporting_it():
     model = endless_loop([2])
     with served(npu_profile()) as (_, (device,)):
-        plan = partition(model, [device, reference_device()], ExecutionPreference.FAST_SINGLE_ANSWER)
+        plan = partition(
+            model, [device, reference_device()], ExecutionPreference.FAST_SINGLE_ANSWER
+        )
         assert plan.simple and plan.steps[0].device == 0
         # the device's own loop timeout applies there (no fallback on a missed deadline)
         with pytest.raises(MissedDeadline):
@@ -202,7 +210,7 @@ def test_while_in_a_step_of_a_partitioned_model_carries_its_subgraphs():
     ui, uo = unused.input(T.TENSOR_FLOAT32, [2]), unused.output(T.TENSOR_FLOAT32, [2])
     unused.operation(O.RELU, [ui], [uo])
     cond = mb.subgraph()
-    cx, ci, cn = cond.input(T.TENSOR_FLOAT32, [2]), cond.input(I32, [1]), cond.input(I32, [1])
+    _cx, ci, cn = cond.input(T.TENSOR_FLOAT32, [2]), cond.input(I32, [1]), cond.input(I32, [1])
     c_out = cond.output(BOOL8, [1])
     cond.operation(O.LESS, [ci, cn], [c_out])
     body = mb.subgraph()
@@ -223,7 +231,9 @@ def test_while_in_a_step_of_a_partitioned_model_carries_its_subgraphs():
     g.operation(O.IF, [c, g.subgraph_ref(unused), g.subgraph_ref(unused), x], [z])
     model = mb.build()
     with served(npu_profile(exclude=["MUL"])) as (_, (device,)):
-        plan = partition(model, [device, reference_device()], ExecutionPreference.FAST_SINGLE_ANSWER)
+        plan = partition(
+            model, [device, reference_device()], ExecutionPreference.FAST_SINGLE_ANSWER
+        )
         while_step = next(s for s in plan.steps if 0 in s.operations)
         assert plan.choices[0].device == 0 and len(while_step.io.model.referenced) >= 2
         x0 = np.array([1.0, 2.0], np.float32)

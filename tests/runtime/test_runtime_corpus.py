@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from nnhal.runtime.reference import reference_device
+from nnhal.runtime.vectors import run_test_model
 from repo_paths import REPO_ROOT
 from runtime_helpers import alternate_profile, served
 
 from nnhal.errors import HalError
-from nnhal.runtime.devices import reference_device
-from nnhal.runtime.vectors import run_test_model
 from nnhal.vectors import find_vector_files, load_vectors
 
 CORPUS = Path(REPO_ROOT).parent / "shared" / "nnapi-vectors"
@@ -22,7 +22,7 @@ if not CORPUS.is_dir():  # a worktree next to the main checkout
 
 def _direct(test):
     """The same model run directly (one prepared model) on the reference driver."""
-    from nnhal.runtime.devices import ReferenceStep
+    from nnhal.runtime.reference import ReferenceStep
 
     prepared = ReferenceStep(reference_device().driver.prepareModel_1_3(test.model))
     return prepared.run(test.inputs, test.expected_shapes).outputs
@@ -56,7 +56,7 @@ def test_some_multi_operation_files_through_the_runtime():
     names = ("bbox_graph", "box_with_nms_limit_hard", "roi_align", "lstm", "svdf")
     files = [f for f in find_vector_files([CORPUS]) if f.name.split(".")[0] in names]
     assert files
-    tests, failures, spanning = _check(files)
+    tests, failures, _spanning = _check(files)
     assert not failures, failures[:20]
     assert tests
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from nnhal.runtime.api import Compilation, Execution
 from runtime_helpers import served
 from test_runtime_partition import EXPECTED, X, Y, chain_model, profile
 
 from nnhal.control import Control
 from nnhal.errors import HalError
-from nnhal.runtime.api import Compilation, Execution
 
 
 def _run(compilation):
@@ -57,30 +57,29 @@ def test_nth_execution_fault_falls_back_to_the_cpu(status, exclude):
 
 
 def test_full_fallback_when_the_cpu_retry_fails_too(monkeypatch):
-    from nnhal.runtime import devices
+    from nnhal.runtime import reference as devices
 
-    with served(profile("npu", exclude=["MUL"])) as (address, (npu,)):
-        with Control(address) as control:
-            control.set_faults([{"method": "execute*", "status": "GENERAL_FAILURE",
-                                 "when": "always"}], device="npu")  # fmt: skip
-            compilation = Compilation(chain_model(), [npu]).finish()
-            try:
-                real = devices.ReferenceStep.run
-                failed = []
+    with served(profile("npu", exclude=["MUL"])) as (address, (npu,)), Control(address) as control:
+        control.set_faults([{"method": "execute*", "status": "GENERAL_FAILURE",
+                             "when": "always"}], device="npu")  # fmt: skip
+        compilation = Compilation(chain_model(), [npu]).finish()
+        try:
+            real = devices.ReferenceStep.run
+            failed = []
 
-                def flaky(self, inputs, shapes, **kw):
-                    # the partial retry of the npu's first step fails once on the CPU too
-                    if not failed and len(self.prepared.model.main.operations) == 1:
-                        failed.append(1)
-                        from nnhal.errors import GeneralFailure
+            def flaky(self, inputs, shapes, **kw):
+                # the partial retry of the npu's first step fails once on the CPU too
+                if not failed and len(self.prepared.model.main.operations) == 1:
+                    failed.append(1)
+                    from nnhal.errors import GeneralFailure
 
-                        raise GeneralFailure("injected on the CPU retry")
-                    return real(self, inputs, shapes, **kw)
+                    raise GeneralFailure("injected on the CPU retry")
+                return real(self, inputs, shapes, **kw)
 
-                monkeypatch.setattr(devices.ReferenceStep, "run", flaky)
-                outs, execution = _run(compilation)
-            finally:
-                compilation.release()
+            monkeypatch.setattr(devices.ReferenceStep, "run", flaky)
+            outs, execution = _run(compilation)
+        finally:
+            compilation.release()
     np.testing.assert_array_equal(outs[0], EXPECTED)
     kinds = [f.kind for f in execution.report.fallbacks]
     assert kinds == ["partial", "full"]
@@ -88,14 +87,13 @@ def test_full_fallback_when_the_cpu_retry_fails_too(monkeypatch):
 
 
 def test_no_fallback_without_the_cpu_device():
-    with served(profile("npu")) as (address, (npu,)):
-        with Control(address) as control:
-            control.set_faults([{"method": "execute*", "status": "DEVICE_UNAVAILABLE"}],
-                               device="npu")  # fmt: skip
-            compilation = Compilation(chain_model(), [npu], use_reference=False).finish()
-            try:
-                with pytest.raises(HalError) as info:
-                    _run(compilation)
-            finally:
-                compilation.release()
+    with served(profile("npu")) as (address, (npu,)), Control(address) as control:
+        control.set_faults([{"method": "execute*", "status": "DEVICE_UNAVAILABLE"}],
+                           device="npu")  # fmt: skip
+        compilation = Compilation(chain_model(), [npu], use_reference=False).finish()
+        try:
+            with pytest.raises(HalError) as info:
+                _run(compilation)
+        finally:
+            compilation.release()
     assert info.value.status.name == "DEVICE_UNAVAILABLE"

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from nnhal.runtime.api import BadState, Compilation, Execution, result_code, run_model
+from nnhal.runtime.partition import DeviceStep, partition
+from nnhal.runtime.reference import reference_device
 from runtime_helpers import served
 
 from nnhal.builder import ModelBuilder
 from nnhal.errors import InvalidArgument
-from nnhal.runtime.api import BadState, Compilation, Execution, result_code, run_model
-from nnhal.runtime.partition import DeviceStep, partition
-from nnhal.runtime.devices import reference_device
-from nnhal.types import ExecutionPreference, OperandType as T, OperationType as O
+from nnhal.types import ExecutionPreference
+from nnhal.types import OperandType as T
+from nnhal.types import OperationType as O
 
 F32 = T.TENSOR_FLOAT32
 
@@ -47,7 +49,9 @@ def profile(name, exclude=(), exec_time=0.5, power=0.5):
 
 def test_unsupported_middle_operation_splits_into_three_steps():
     with served(profile("npu", exclude=["MUL"])) as (_, (npu,)):
-        plan = partition(chain_model(), [npu, reference_device()], ExecutionPreference.FAST_SINGLE_ANSWER)
+        plan = partition(
+            chain_model(), [npu, reference_device()], ExecutionPreference.FAST_SINGLE_ANSWER
+        )
         steps = [(s.device, s.operations) for s in plan.steps]
         assert steps == [(0, [0]), (1, [1]), (0, [2])]
         # the temporaries crossing steps became step inputs and outputs
@@ -60,7 +64,9 @@ def test_unsupported_middle_operation_splits_into_three_steps():
 
 def test_cpu_wins_ties():
     with served(profile("npu", exec_time=1.0, power=1.0)) as (_, (npu,)):
-        plan = partition(chain_model(), [npu, reference_device()], ExecutionPreference.FAST_SINGLE_ANSWER)
+        plan = partition(
+            chain_model(), [npu, reference_device()], ExecutionPreference.FAST_SINGLE_ANSWER
+        )
         assert plan.simple and plan.steps[0].device == 1  # the CPU (index 1) won every tie
 
 
@@ -84,7 +90,9 @@ def test_simple_plan_uses_the_whole_model():
 
 
 def test_two_devices_each_take_what_they_support():
-    with served(profile("a", exclude=["MUL", "SUB"]), profile("b", exclude=["ADD"], exec_time=0.7)) as (
+    with served(
+        profile("a", exclude=["MUL", "SUB"]), profile("b", exclude=["ADD"], exec_time=0.7)
+    ) as (
         _,
         (a, b),
     ):
@@ -94,9 +102,11 @@ def test_two_devices_each_take_what_they_support():
 
 
 def test_no_device_supports_an_operation_is_invalid_argument_naming_it():
-    with served(profile("npu", exclude=["MUL"])) as (_, (npu,)):
-        with pytest.raises(InvalidArgument, match=r"operation 1 \(MUL\).*npu: .*excluded"):
-            run_model(chain_model(), [X, Y], [npu], use_reference=False)
+    with (
+        served(profile("npu", exclude=["MUL"])) as (_, (npu,)),
+        pytest.raises(InvalidArgument, match=r"operation 1 \(MUL\).*npu: .*excluded"),
+    ):
+        run_model(chain_model(), [X, Y], [npu], use_reference=False)
 
 
 def test_bad_inputs_and_states():
@@ -237,7 +247,9 @@ def test_deadline_already_passed_is_a_missed_deadline():
 
 def test_per_step_timing_and_the_earlier_device_keeps_a_tie():
     with served(profile("a", exclude=["MUL"]), profile("b")) as (_, (a, b)):
-        plan = partition(chain_model(), [a, b, reference_device()], ExecutionPreference.FAST_SINGLE_ANSWER)
+        plan = partition(
+            chain_model(), [a, b, reference_device()], ExecutionPreference.FAST_SINGLE_ANSWER
+        )
         assert [c.device for c in plan.choices] == [0, 1, 0]  # a and b tie at 0.5: a keeps it
         compilation = Compilation(chain_model(), [a, b]).finish()
         try:
