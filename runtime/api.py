@@ -241,7 +241,8 @@ class Compilation:
 
     def step_model(self, step: DeviceStep, device: RuntimeDevice) -> StepModel:
         """The step prepared on ``device`` (a CPU fallback prepares on first use)."""
-        return self._prepare(step, device, None)
+        prepared = self._steps.get((step.index, device.name))  # no lock: a dict read is atomic
+        return prepared if prepared is not None else self._prepare(step, device, None)
 
     def cpu_plan(self) -> SubgraphPlan:
         """The plan of the full CPU fallback: everything on ``nnapi-reference``."""

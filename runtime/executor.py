@@ -76,7 +76,7 @@ class StepRecord:
             "step": self.step,
             "device": self.device,
             "subgraph": self.source,
-            "operations": self.operations,
+            "operations": list(self.operations),
             "status": self.status,
             "reruns": self.reruns,
             "fallback": self.fallback,
@@ -272,8 +272,11 @@ class PlanRun:
     def _device_step(self, plan: SubgraphPlan, step: DeviceStep, values: dict, allow: bool) -> None:
         simple = plan.simple
         device = plan.devices[step.device]
-        inputs = [self._value(step.source, i, values) for i in step.io.inputs]
-        record = StepRecord(step.index, device.name, list(step.operations), step.source)
+        inputs = [
+            values[i] if i in values else self._value(step.source, i, values)
+            for i in step.io.inputs
+        ]
+        record = StepRecord(step.index, device.name, step.operations, step.source)
         self.report.steps.append(record)
         try:
             result = self._run_on(device, self.c.step_model(step, device), step, inputs, record)

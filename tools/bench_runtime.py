@@ -2,8 +2,9 @@
 
     python -m nnhal.tools.bench_runtime [--rounds 15] [--iters 20] [--size 256]
 
-Two pairs, each measured in this process with interleaved rounds (direct and
-runtime alternately, which goes first alternating too), the median per-execution time of each reported with the
+Two pairs, each measured in this process: the direct and the runtime execution
+alternate call by call (which goes first alternating every round), every call
+timed on its own; the median per-execution time of each reported with the
 ratio runtime / direct:
 
 - in-process: the reference driver's prepared model executed directly vs an
@@ -48,25 +49,24 @@ def bench_model(size: int) -> Model:
     return mb.build()
 
 
-def _time(fn: Callable[[], object], iters: int) -> float:
-    start = time.perf_counter_ns()
-    for _ in range(iters):
-        fn()
-    return (time.perf_counter_ns() - start) / iters / 1000.0  # µs per execution
-
-
 def _pair(direct, runtime, rounds: int, iters: int) -> tuple[float, float]:
+    """Median µs per execution of each; every call is timed on its own, the two alternate
+    call by call (which goes first alternating each round), so load spikes on a shared
+    machine hit both alike and the medians ignore them."""
     direct(), runtime()  # warm up
     d, r = [], []
+    clock = time.perf_counter_ns
     for k in range(rounds):
-        # which goes first alternates, so neither gains from the other's wake-ups or caches
-        if k % 2:
-            r.append(_time(runtime, iters))
-            d.append(_time(direct, iters))
-        else:
-            d.append(_time(direct, iters))
-            r.append(_time(runtime, iters))
-    return statistics.median(d), statistics.median(r)
+        first, second, a, b = (direct, runtime, d, r) if k % 2 == 0 else (runtime, direct, r, d)
+        for _ in range(iters):
+            t0 = clock()
+            first()
+            t1 = clock()
+            second()
+            t2 = clock()
+            a.append(t1 - t0)
+            b.append(t2 - t1)
+    return statistics.median(d) / 1000.0, statistics.median(r) / 1000.0
 
 
 def _runtime_exec(compilation: Compilation, x: np.ndarray) -> Callable[[], object]:
