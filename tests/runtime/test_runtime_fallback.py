@@ -97,3 +97,36 @@ def test_no_fallback_without_the_cpu_device():
         finally:
             compilation.release()
     assert info.value.status.name == "DEVICE_UNAVAILABLE"
+
+
+def test_fault_inside_an_interpreted_loop_body_falls_back_for_that_iteration():
+    from test_runtime_control_flow import doubling_loop, expected_doubled, npu_profile, values
+
+    from nnhal.types import OperandType
+
+    model = doubling_loop(OperandType.TENSOR_FLOAT32, 0.0, 0, None)
+    x = values(np.float32)
+    with (
+        served(npu_profile(exclude=["LESS"])) as (address, (npu,)),
+        Control(address) as control,
+    ):
+        control.set_faults(
+            [{"method": "executeSynchronously_1_3", "status": "GENERAL_FAILURE",
+              "when": "nth", "n": 2}],
+            device="npu",
+        )  # fmt: skip
+        compilation = Compilation(model, [npu]).finish()
+        try:
+            execution = Execution(compilation)
+            for k, v in enumerate([x, np.array([0], np.int32), np.array([3], np.int32)]):
+                execution.set_input(k, v)
+            execution.set_output(0)
+            execution.set_output(1)
+            outs = execution.compute()
+        finally:
+            compilation.release()
+    np.testing.assert_array_equal(outs[0], expected_doubled(x, 3))
+    assert [(f.kind, f.status) for f in execution.report.fallbacks] == [
+        ("partial", "GENERAL_FAILURE")
+    ]
+    assert list(execution.report.loop_iterations.values()) == [3]
