@@ -90,6 +90,13 @@ def _device(args: argparse.Namespace) -> AbstractContextManager[Any]:
             _check_address(args.target),
             timeout=args.connect_timeout,
             security=_security().client_security(args),
+            device=args.device,
+        )
+    if args.device:
+        raise CliError(
+            "--device picks one device of --target's server; the in-process driver serves "
+            "one device (give its profile with --profile)",
+            EXIT_USAGE,
         )
     _security().check_local(args)  # --tls-*/--token mean nothing without --target
     _load_profile(args.profile)  # fail early, with the profile's own message
@@ -451,6 +458,9 @@ def _add_device_args(p: argparse.ArgumentParser) -> None:
         metavar="ADDR",
         action=_runtime().TargetAction,  # repeatable for --runtime; else the last one counts
         help="HOST:PORT of a running `nnhal serve`",
+    )
+    p.add_argument(
+        "--device", metavar="NAME", help="which device of --target's server (default: the first)"
     )
     p.add_argument(
         "--connect-timeout",
