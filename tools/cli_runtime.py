@@ -71,6 +71,9 @@ def _devices(args: argparse.Namespace) -> list[Any]:
         )
 
     targets = list(getattr(args, "targets", None) or [])
+    device = getattr(args, "device", None)
+    if device:  # `--device NAME` names the device of every target given without /DEVICE
+        targets = [t if "/" in t else f"{t}/{device}" for t in targets]
     return [connect_target(t, timeout=args.connect_timeout) for t in targets]
 
 

@@ -51,3 +51,11 @@ def test_plan_run_and_vectors(model_file, capsys):
 def test_plan_bad_target(model_file, capsys):
     assert main(["plan", model_file, "--target", "127.0.0.1:1", "--connect-timeout", "0.5"]) != 0
     assert "error" in capsys.readouterr().err
+
+
+def test_device_option_names_the_targets_device(model_file, capsys):
+    with served(profile("other"), profile("npu", exclude=["MUL"])) as (address, _):
+        args = ["run", model_file, "--runtime", "--target", address, "--device", "npu"]
+        assert main(args) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert [s["device"] for s in doc["report"]["steps"]] == ["npu", "nnapi-reference", "npu"]
