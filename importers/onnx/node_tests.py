@@ -1,0 +1,135 @@
+"""ONNX's backend node tests (``onnx/backend/test/data/node``) through the importer.
+
+Each test directory holds ``model.onnx`` and ``test_data_set_*`` with
+``input_*.pb`` / ``output_*.pb``. ``cases()`` lists the tests that exercise
+the control-flow operators (test_loop*, test_if*, test_scan*,
+test_range_*_expanded) and every operator this importer maps;
+``run_case(case, execute)`` imports the model, runs every data set through
+``execute(model, inputs) -> outputs`` (an NNAPI executor, injected so this
+module needs no driver) and compares with the stored outputs: floats with
+rtol 1e-3 / atol 1e-4 (NNAPI kernels may reassociate), quantized values
+within 1, everything else exactly. The outcome is ``passed``,
+``unsupported`` (with the importer's reasons) or ``failed`` (with why).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+CONTROL = ("test_loop", "test_if", "test_scan", "test_range_")
+
+
+def data_root() -> Path | None:
+    import onnx
+
+    root = Path(onnx.__file__).parent / "backend" / "test" / "data" / "node"
+    return root if root.is_dir() else None
+
+
+def _snake(op: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", op).lower()
+
+
+def operator_of(name: str, ops: list[str]) -> str | None:
+    """The mapped operator a test directory name is about (longest prefix), or None."""
+    if name.startswith(("test_loop", "test_if", "test_scan")):
+        return {"test_l": "Loop", "test_i": "If", "test_s": "Scan"}[name[:6]]
+    if name.startswith("test_range_") and name.endswith("_expanded"):
+        return "Range"
+    best = None
+    for op in ops:
+        stem = "test_" + _snake(op)
+        if name == stem or (name.startswith(stem) and name[len(stem)] in "_0123456789"):
+            if best is None or len(stem) > len("test_" + _snake(best)):
+                best = op
+    return best
+
+
+def cases() -> list[tuple[str, str, Path]]:
+    """(test name, operator, directory) of every relevant node test shipped with onnx."""
+    from .registry import table
+
+    root = data_root()
+    if root is None:
+        return []
+    ops = sorted(table())
+    out = []
+    for d in sorted(root.iterdir()):
+        op = operator_of(d.name, ops)
+        if op is not None and (d / "model.onnx").is_file():
+            out.append((d.name, op, d))
+    return out
+
+
+@dataclass
+class Outcome:
+    name: str
+    op: str
+    status: str  # passed | unsupported | failed
+    detail: str = ""
+    reasons: list[str] = field(default_factory=list)
+
+
+def load_data_set(d: Path) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    import onnx
+    from onnx import numpy_helper
+
+    def read(p: Path):
+        t = onnx.TensorProto()
+        t.ParseFromString(p.read_bytes())
+        return numpy_helper.to_array(t)
+
+    def idx(p: Path) -> int:
+        return int(p.stem.split("_")[1])
+
+    ins = [read(p) for p in sorted(d.glob("input_*.pb"), key=idx)]
+    outs = [read(p) for p in sorted(d.glob("output_*.pb"), key=idx)]
+    return ins, outs
+
+
+def compare(name: str, got: np.ndarray, want: np.ndarray, quantized: bool) -> str | None:
+    got = np.asarray(got)
+    if got.shape != want.shape:
+        return f"{name}: shape {list(got.shape)}, expected {list(want.shape)}"
+    if want.dtype.kind == "f":
+        ok = np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-3, atol=1e-4,
+                         equal_nan=True)  # fmt: skip
+    elif quantized:
+        ok = bool(np.all(np.abs(got.astype(np.int64) - want.astype(np.int64)) <= 1))
+    else:
+        ok = bool(np.array_equal(got, want))
+    if ok:
+        return None
+    return f"{name}: values differ (got {got.reshape(-1)[:6]}, expected {want.reshape(-1)[:6]})"
+
+
+def run_case(name: str, op: str, d: Path, execute: Callable) -> Outcome:
+    from .api import import_onnx
+    from .errors import OnnxImportError
+
+    try:
+        result = import_onnx(d / "model.onnx")
+    except OnnxImportError as exc:
+        return Outcome(name, op, "unsupported", str(exc), [str(exc)])
+    if not result.ok:
+        reasons = [f"{u.op_type}: {u.reason}" for u in result.unsupported]
+        return Outcome(name, op, "unsupported", "; ".join(reasons), reasons)
+    sets = sorted(d.glob("test_data_set_*"))
+    for ds in sets:
+        ins, want = load_data_set(ds)
+        feeds = {p.name: v for p, v in zip(result.inputs, ins)}
+        try:
+            arrays = execute(result.model, result.nnapi_inputs(feeds))
+        except Exception as exc:  # noqa: BLE001  (reported as the failure)
+            return Outcome(name, op, "failed", f"{ds.name}: {type(exc).__name__}: {exc}"[:300])
+        got = result.onnx_outputs(arrays)
+        for port, w in zip(result.outputs, want):
+            problem = compare(port.name, got[port.name], w, port.name in result.quant)
+            if problem:
+                return Outcome(name, op, "failed", f"{ds.name}: {problem}"[:300])
+    return Outcome(name, op, "passed")
