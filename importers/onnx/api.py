@@ -133,13 +133,22 @@ def _constants(model) -> dict[str, np.ndarray]:
     return out
 
 
-def import_onnx(source: Any, shapes: dict[str, list[int]] | None = None) -> OnnxImport:
-    """Import ``source`` (a path, bytes or ModelProto); OnnxImportError for a bad file."""
+def import_onnx(
+    source: Any,
+    shapes: dict[str, list[int]] | None = None,
+    constants: dict[str, np.ndarray] | None = None,
+) -> OnnxImport:
+    """Import ``source`` (a path, bytes or ModelProto); OnnxImportError for a bad file.
+
+    ``shapes`` fixes graph input dimensions; ``constants`` fixes graph inputs to
+    values (they become initializers: folded, and usable where NNAPI needs a
+    constant, such as Slice starts or Reduce axes).
+    """
     from onnx import numpy_helper
 
     from .ops_quant import quant_params
 
-    model = load(source, shapes)
+    model = load(source, shapes, constants)
     opset = default_opset(model) or 0
     consts = _constants(model)
     conv = Converter(model, opset, quant_params(model.graph, consts))

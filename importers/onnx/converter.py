@@ -263,6 +263,11 @@ class Scope:
                 raise Unsupported(f"operator domain {node.domain!r} has no NNAPI mapping")
             if self._fold(node):
                 return
+            for name in node.input:
+                t = self.find(name) if name else None
+                if t is not None and t.static and 0 in t.shape:
+                    raise Unsupported(f"input {name!r} is empty {t.shape} (NNAPI operations"
+                                      " reject zero-sized tensors)")  # fmt: skip
             fn = conv.ops.get(node.op_type)
             if fn is None:
                 raise Unsupported("no NNAPI mapping for this operator")
@@ -335,13 +340,62 @@ def copy_operand(scope: Scope, t: Tensor, src: int, dst: int) -> None:
     code = t.nnapi_type()
     if code == OperandType.TENSOR_BOOL8:
         scope.op(OperationType.LOGICAL_AND, [src, src], [dst])
-    elif t.static:
-        scope.op(OperationType.RESHAPE, [src, scope.vector(list(tm.nnapi_dims(t.shape)))], [dst])
     elif code in (OperandType.TENSOR_FLOAT32, OperandType.TENSOR_FLOAT16, OperandType.TENSOR_INT32):
+        # ADD of a zero: RESHAPE has no INT32 form in NNAPI 1.3
         zero = scope.sb.constant(code, np.zeros(1, tm.NP_DTYPE[code]), (1,))
         scope.op(OperationType.ADD, [src, zero, scope.scalar(OperandType.INT32, 0)], [dst])
+    elif t.static:
+        scope.op(OperationType.RESHAPE, [src, scope.vector(list(tm.nnapi_dims(t.shape)))], [dst])
     else:
         raise Unsupported("copy of a quantized tensor whose shape is not static")
+
+
+def reshape_operand(scope: Scope, t: Tensor, src: int, shape: tuple, dst: int) -> None:
+    """``src`` (described by ``t``) reshaped to the static ``shape`` into ``dst``.
+
+    NNAPI 1.3's RESHAPE takes float and quantized tensors only: INT32 goes
+    through EXPAND_DIMS when only unit axes are added, BOOL8 and the other
+    INT32 cases are unsupported.
+    """
+    code = t.nnapi_type()
+    dims = tm.nnapi_dims(shape)
+    if code not in (OperandType.TENSOR_INT32, OperandType.TENSOR_BOOL8):
+        scope.op(OperationType.RESHAPE, [src, scope.vector(list(dims))], [dst])
+        return
+    src_dims = tm.nnapi_dims(t.shape) if t.static else None
+    if src_dims == dims:
+        copy_operand(scope, t, src, dst)
+        return
+    if code == OperandType.TENSOR_INT32 and src_dims is not None:
+        plan = _unit_insertions(src_dims, dims)
+        if plan is not None:
+            cur, cur_dims = src, list(src_dims)
+            for k, axis in enumerate(plan):
+                cur_dims.insert(axis, 1)
+                nxt = dst if k == len(plan) - 1 else scope.sb.temporary(code, tuple(cur_dims))
+                scope.op(OperationType.EXPAND_DIMS, [cur, scope.scalar(OperandType.INT32, axis)],
+                         [nxt])  # fmt: skip
+                cur = nxt
+            return
+    raise Unsupported(
+        f"reshape of a {tm.elem_name(t.elem)} tensor {t.shape} -> {shape}: NNAPI 1.3 RESHAPE"
+        " takes float and quantized tensors only"
+    )
+
+
+def _unit_insertions(src: tuple, dst: tuple) -> list[int] | None:
+    """Axes at which inserting 1s turns ``src`` into ``dst`` (None if that cannot)."""
+    if len(dst) <= len(src):
+        return None
+    plan, k = [], 0
+    for axis, d in enumerate(dst):
+        if k < len(src) and src[k] == d:
+            k += 1
+        elif d == 1:
+            plan.append(axis)
+        else:
+            return None
+    return plan if k == len(src) else None
 
 
 def fill_outputs(scope: Scope, outputs: list[tuple[str, int]]) -> None:

@@ -9,7 +9,8 @@
 3. ``onnx.checker.check_model(full_check=False)``: the first checker
    message, naming the node;
 4. graph input dimensions the user fixes (``shapes``: name -> dims) replace
-   symbolic ones, then ``onnx.shape_inference`` (strict, with data
+   symbolic ones, inputs given a value (``constants``) become initializers,
+   then ``onnx.shape_inference`` (strict, with data
    propagation so Shape arithmetic gets values) fills ``value_info``.
 """
 
@@ -21,7 +22,7 @@ from typing import Any
 from .errors import OnnxImportError
 
 #: the newest default-domain opset whose operators this importer was written against
-MAX_OPSET = 21
+MAX_OPSET = 25
 
 
 def _first_line(exc: BaseException) -> str:
@@ -32,7 +33,11 @@ def _first_line(exc: BaseException) -> str:
     return joined[:400]
 
 
-def load(source: Any, shapes: dict[str, list[int]] | None = None):
+def load(
+    source: Any,
+    shapes: dict[str, list[int]] | None = None,
+    constants: dict[str, Any] | None = None,
+):
     import onnx
     from google.protobuf.message import DecodeError
 
@@ -65,6 +70,8 @@ def load(source: Any, shapes: dict[str, list[int]] | None = None):
         raise OnnxImportError(f"{where}: fails the ONNX checker: {_first_line(exc)}") from None
     if shapes:
         _fix_input_shapes(model, shapes, where)
+    if constants:
+        _freeze_inputs(model, constants, where)
     try:
         model = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
     except Exception as exc:  # noqa: BLE001  (onnx raises InferenceError and RuntimeError)
@@ -77,6 +84,21 @@ def default_opset(model) -> int | None:
         if imp.domain in ("", "ai.onnx"):
             return int(imp.version)
     return None
+
+
+def _freeze_inputs(model, constants: dict[str, Any], where: str) -> None:
+    """Graph inputs given a value become initializers (constants for folding and mapping)."""
+    import numpy as np
+    from onnx import helper, numpy_helper
+
+    by_name = {vi.name: vi for vi in model.graph.input}
+    for name, value in constants.items():
+        vi = by_name.get(name)
+        if vi is None:
+            raise OnnxImportError(f"{where}: no graph input {name!r} to fix to a value")
+        dtype = helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)
+        model.graph.initializer.append(numpy_helper.from_array(np.asarray(value, dtype), name))
+        model.graph.input.remove(vi)
 
 
 def _fix_input_shapes(model, shapes: dict[str, list[int]], where: str) -> None:

@@ -72,7 +72,9 @@ class Node:
     def const(self, k: int, what: str = "") -> np.ndarray:
         t = self.t(k)
         if t.const is None:
-            raise Unsupported(f"input {k} ({what or self.proto.input[k]}) must be a constant")
+            raise Unsupported(
+                f"input {k} ({what or 'value'} {self.proto.input[k]!r}) must be a constant"
+            )
         return t.const
 
     def const_or(self, k: int, default: Any, what: str = "") -> Any:
@@ -152,9 +154,13 @@ class Node:
     def op(self, op: OperationType, ins: list[int], outs: list[int]) -> None:
         self.scope.op(op, ins, outs)
 
-    def reshape_to_output(self, src: int, k: int = 0, like: int | None = 0) -> None:
-        """RESHAPE ``src`` into output ``k`` with its statically inferred shape."""
+    def reshape_to_output(self, src: int, k: int = 0, like: int | None = 0,
+                          src_tensor: Tensor | None = None) -> None:  # fmt: skip
+        """``src`` reshaped into output ``k`` (its statically inferred shape)."""
+        from .converter import reshape_operand
+
         shape = self.out_static(k)
-        dims = tm.nnapi_dims(shape)
         out = self.out(k, like=like)
-        self.op(O.RESHAPE, [src, self.scope.vector(list(dims))], [out])
+        t = self.scope.tensors[self.proto.output[k]]
+        desc = src_tensor or Tensor(t.elem, None, None, None, t.scale, t.zero_point, t.quantized)
+        reshape_operand(self.scope, desc, src, shape, out)

@@ -126,9 +126,11 @@ def _write_row(scope: Scope, buf_in: int, elem: Tensor, elem_op: int, row: int, 
     code = elem.nnapi_type()
     mask = scope.temp(T.TENSOR_BOOL8, full)
     scope.op(O.EQUAL, [_iota(scope, rows, shape), row], [mask])
-    one = scope.temp(code, (1, *shape), elem.scale, elem.zero_point)
-    scope.op(O.RESHAPE, [elem_op, scope.vector([1, *tm.nnapi_dims(shape)] if shape else [1])],
-             [one])  # fmt: skip
+    if shape:
+        one = scope.temp(code, (1, *shape), elem.scale, elem.zero_point)
+        scope.op(O.EXPAND_DIMS, [elem_op, scope.scalar(T.INT32, 0)], [one])
+    else:
+        one = elem_op  # rank 0 is already [1]
     tiled = scope.temp(code, full, elem.scale, elem.zero_point)
     scope.op(O.TILE, [one, scope.vector([rows] + [1] * len(shape))], [tiled])
     scope.op(O.SELECT, [mask, tiled, buf_in], [dst])
@@ -269,9 +271,14 @@ def loop(n: Node) -> None:
         if len(s.shape) == 1:
             size = outs[0]  # the rows the loop wrote
         else:
-            size = n.scope.temp(T.TENSOR_INT32, (len(s.shape),))
-            rest = n.scope.vector([-1] * (len(s.shape) - 1))
-            n.op(O.CONCATENATION, [outs[0], rest, n.scalar_i32(0)], [size])
+            # [rows, -1, ...] = rows * [1, 0, ...] + [0, -1, ...] (no INT32 CONCATENATION)
+            rank = len(s.shape)
+            scaled = n.scope.temp(T.TENSOR_INT32, (rank,))
+            n.op(O.MUL, [outs[0], n.scope.vector([1] + [0] * (rank - 1)), n.scalar_i32(0)],
+                 [scaled])  # fmt: skip
+            size = n.scope.temp(T.TENSOR_INT32, (rank,))
+            n.op(O.ADD, [scaled, n.scope.vector([0] + [-1] * (rank - 1)), n.scalar_i32(0)],
+                 [size])  # fmt: skip
         begin = n.scope.vector([0] * len(s.shape))
         n.op(O.SLICE, [buf, begin, size], [dst])
 

@@ -201,10 +201,11 @@ def broadcast(n: Node, k: int, shape: tuple) -> int:
     full = (1,) * (len(shape) - len(in_shape)) + tuple(in_shape)
     code = src.nnapi_type()
     cur = n.i(k)
-    if full != tuple(in_shape) or not in_shape:
-        dims = tm.nnapi_dims(full)
+    if full != tuple(in_shape) and len(full) > max(len(in_shape), 1):
+        from .converter import reshape_operand
+
         tmp = n.scope.temp(code, full, src.scale, src.zero_point)
-        n.op(O.RESHAPE, [cur, n.scope.vector(list(dims))], [tmp])
+        reshape_operand(n.scope, src, cur, full, tmp)
         cur = tmp
     reps = [s // f if f == 1 else 1 for s, f in zip(shape, full)]
     if any(r != 1 for r in reps):
@@ -214,10 +215,15 @@ def broadcast(n: Node, k: int, shape: tuple) -> int:
     return cur
 
 
+@mapping("CastLike")
+def cast_like(n: Node) -> None:
+    cast(n, n.t(1).elem)
+
+
 @mapping("Cast")
-def cast(n: Node) -> None:
+def cast(n: Node, to: int | None = None) -> None:
     x = n.t(0)
-    to = n.attr("to")
+    to = n.attr("to") if to is None else to
     same = {tm.INT32: tm.INT64, tm.INT64: tm.INT32}
     if to == x.elem or same.get(x.elem) == to:
         identity_like(n, to)
@@ -270,16 +276,6 @@ def _np_of(elem: int):
 
 def copy(n: Node, src: int, k: int, elem: int | None = None) -> None:
     """Copy operand ``src`` (input 0's type) into output ``k``."""
-    x = n.t(0)
-    out = n.out(k, like=0, elem=elem or x.elem)
-    code = x.nnapi_type()
-    if code == T.TENSOR_BOOL8:
-        n.op(O.LOGICAL_AND, [src, src], [out])
-    elif x.static:
-        n.op(O.RESHAPE, [src, n.scope.vector(list(tm.nnapi_dims(x.shape)))], [out])
-    else:
-        zero = n.scope.sb.constant(code, np.zeros(1, tm.NP_DTYPE[code]), (1,), x.scale,
-                                   x.zero_point)  # fmt: skip
-        if code in (T.TENSOR_QUANT8_ASYMM, T.TENSOR_QUANT8_ASYMM_SIGNED):
-            raise Unsupported("copy of a quantized tensor of unknown shape")
-        n.op(O.ADD, [src, zero, n.scalar_i32(0)], [out])
+    from .converter import copy_operand
+
+    copy_operand(n.scope, n.t(0), src, n.out(k, like=0, elem=elem or n.t(0).elem))

@@ -32,7 +32,7 @@ O = OperationType
 def reshape(n: Node) -> None:
     if n.op_type == "Reshape" and n.attr("allowzero", 0) and 0 in n.const(1, "shape"):
         raise Unsupported("Reshape with allowzero=1 and a 0 in the shape")
-    n.reshape_to_output(n.i(0))
+    n.reshape_to_output(n.i(0), src_tensor=n.t(0))
 
 
 @mapping("Transpose")
@@ -66,6 +66,17 @@ def gather(n: Node) -> None:
         n.scope.bind_const(n.name(1) + "#wrapped", np.where(idx.const < 0, idx.const + dim,
                                                             idx.const))  # fmt: skip
         indices = n.scope.operand(n.name(1) + "#wrapped")
+    elif idx.static and n.t(0).static:
+        # ONNX counts negative indices from the end, NNAPI's GATHER rejects them
+        dim = n.shape(0)[axis]
+        shape = idx.shape or (1,)
+        code = T.TENSOR_INT32
+        neg = n.scope.temp(T.TENSOR_BOOL8, shape)
+        n.op(O.LESS, [n.i(1), n.scope.vector([0])], [neg])
+        plus = n.scope.temp(code, shape)
+        n.op(O.ADD, [n.i(1), n.scope.vector([dim]), n.scalar_i32(0)], [plus])
+        indices = n.scope.temp(code, shape)
+        n.op(O.SELECT, [neg, plus, n.i(1)], [indices])
     else:
         indices = n.i(1)
     if idx.rank == 0:
@@ -73,7 +84,9 @@ def gather(n: Node) -> None:
         mid_shape = None if shape is None else tuple(shape[:axis] + [1] + shape[axis + 1 :])
         tmp = n.scope.temp(n.t(0).nnapi_type(), mid_shape, n.t(0).scale, n.t(0).zero_point)
         n.op(O.GATHER, [n.i(0), n.scalar_i32(axis), indices], [tmp])
-        n.reshape_to_output(tmp)
+        x = n.t(0)
+        n.reshape_to_output(tmp, src_tensor=type(x)(x.elem, mid_shape, None, None, x.scale,
+                                                     x.zero_point, x.quantized))
         return
     n.op(O.GATHER, [n.i(0), n.scalar_i32(axis), indices], [n.out(0, like=0)])
 
@@ -210,8 +223,20 @@ _REDUCE = {"ReduceMean": O.MEAN, "ReduceSum": O.REDUCE_SUM, "ReduceMax": O.REDUC
            "ReduceMin": O.REDUCE_MIN, "ReduceProd": O.REDUCE_PROD}  # fmt: skip
 
 
+@mapping("ReduceSumSquare")
+def reduce_sum_square(n: Node) -> None:
+    x = n.t(0)
+    if x.elem not in (tm.FLOAT, tm.FLOAT16):
+        raise Unsupported(f"ReduceSumSquare on {tm.elem_name(x.elem)}")
+    sq = n.scope.temp(x.nnapi_type(), x.shape)
+    n.op(O.MUL, [n.i(0), n.i(0), n.scalar_i32(0)], [sq])
+    reduce(n, O.REDUCE_SUM, sq)
+
+
 @mapping(*_REDUCE)
-def reduce(n: Node) -> None:
+def reduce(n: Node, op=None, src: int | None = None) -> None:
+    op = _REDUCE[n.op_type] if op is None else op
+    src = n.i(0) if src is None else src
     rank = n.rank(0)
     axes_as_input = n.opset >= 18 or (n.op_type == "ReduceSum" and n.opset >= 13)
     if axes_as_input:
@@ -222,26 +247,24 @@ def reduce(n: Node) -> None:
         if n.attr("noop_with_empty_axes", 0):
             from .ops_elementwise import copy
 
-            copy(n, n.i(0), 0)
+            copy(n, src, 0)
             return
         axes = list(range(rank))
     axes = sorted({_axis(n, a, rank) for a in axes})
     keep = int(n.attr("keepdims", 1))
     x = n.t(0)
-    if n.op_type == "ReduceMean" or x.elem in (tm.FLOAT, tm.FLOAT16):
-        pass
-    else:
+    if op != O.MEAN and x.elem not in (tm.FLOAT, tm.FLOAT16):
         raise Unsupported(f"{n.op_type} on {tm.elem_name(x.elem)}")
-    if n.op_type == "ReduceMean":
-        ins = [n.i(0), n.scope.vector(axes), n.scalar_i32(keep)]
+    if op == O.MEAN:
+        ins = [src, n.scope.vector(axes), n.scalar_i32(keep)]
     else:
-        ins = [n.i(0), n.scope.vector(axes), n.bool_scalar(bool(keep))]
+        ins = [src, n.scope.vector(axes), n.bool_scalar(bool(keep))]
     if not keep and len(axes) == rank:  # NNAPI gives [1] for a full reduction
         tmp = n.scope.temp(x.nnapi_type(), (1,), x.scale, x.zero_point)
-        n.op(_REDUCE[n.op_type], ins, [tmp])
+        n.op(op, ins, [tmp])
         n.reshape_to_output(tmp)
         return
-    n.op(_REDUCE[n.op_type], ins, [n.out(0, like=0)])
+    n.op(op, ins, [n.out(0, like=0)])
 
 
 @mapping("ArgMax", "ArgMin")
@@ -256,7 +279,9 @@ def argmax(n: Node) -> None:
         mid = None if shape is None else tuple(d for k, d in enumerate(shape) if k != axis)
         tmp = n.scope.temp(T.TENSOR_INT32, mid or (1,))
         n.op(op, [n.i(0), n.scalar_i32(axis)], [tmp])
-        n.reshape_to_output(tmp, like=None)
+        from .converter import Tensor
+
+        n.reshape_to_output(tmp, like=None, src_tensor=Tensor(tm.INT64, mid or (1,)))
         return
     n.op(op, [n.i(0), n.scalar_i32(axis)], [n.out(0, elem=tm.INT64)])
 
