@@ -265,7 +265,7 @@ class Scope:
                 return
             for name in node.input:
                 t = self.find(name) if name else None
-                if t is not None and t.static and 0 in t.shape:
+                if t is not None and t.const is None and t.static and 0 in t.shape:
                     raise Unsupported(f"input {name!r} is empty {t.shape} (NNAPI operations"
                                       " reject zero-sized tensors)")  # fmt: skip
             fn = conv.ops.get(node.op_type)
