@@ -162,6 +162,7 @@ def import_onnx(
     for vi in g.input:
         if vi.name in init_names:
             continue  # an initializer listed as an input (IR < 4): a constant
+        _kind_check(vi, "graph input", where)
         elem, shape = value_info_type(vi)
         q = conv.quant.get(vi.name)
         t = Tensor(elem, shape, None, None, *(q or (0.0, 0)), q is not None)
@@ -174,6 +175,7 @@ def import_onnx(
         inputs.append(Port(vi.name, elem, shape))
     outputs, presets = [], []
     for vi in g.output:
+        _kind_check(vi, "graph output", where)
         elem, shape = conv.info.get(vi.name) or value_info_type(vi)
         q = conv.quant.get(vi.name)
         t = Tensor(elem, shape, None, None, *(q or (0.0, 0)), q is not None)
@@ -197,6 +199,14 @@ def import_onnx(
         built = conv.mb.build()
     return OnnxImport(built, inputs, outputs, conv.unsupported, opset,
                       where, _count_nodes(g), conv.quant)  # fmt: skip
+
+
+def _kind_check(vi, what: str, where: str) -> None:
+    kind = vi.type.WhichOneof("value")
+    if kind != "tensor_type":
+        raise OnnxImportError(
+            f"{where}: {what} {vi.name!r} is a {kind or 'untyped'} value; NNAPI has tensors only"
+        )
 
 
 def _count_nodes(g) -> int:

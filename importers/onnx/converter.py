@@ -188,6 +188,9 @@ class Scope:
 
     def operand(self, name: str) -> int:
         t = self.get(name)
+        if t.const is None and t.static and 0 in t.shape:
+            raise Unsupported(f"input {name!r} is empty {t.shape} (NNAPI operations reject"
+                              " zero-sized tensors)")  # fmt: skip
         if t.index is None:
             assert t.const is not None
             t.index = self.constant_operand(t, name)
@@ -263,11 +266,6 @@ class Scope:
                 raise Unsupported(f"operator domain {node.domain!r} has no NNAPI mapping")
             if self._fold(node):
                 return
-            for name in node.input:
-                t = self.find(name) if name else None
-                if t is not None and t.const is None and t.static and 0 in t.shape:
-                    raise Unsupported(f"input {name!r} is empty {t.shape} (NNAPI operations"
-                                      " reject zero-sized tensors)")  # fmt: skip
             fn = conv.ops.get(node.op_type)
             if fn is None:
                 raise Unsupported("no NNAPI mapping for this operator")

@@ -98,6 +98,9 @@ def slice_(n: Node) -> None:
     if n.opset < 10:
         starts, ends = n.attr("starts"), n.attr("ends")
         axes, steps = n.attr("axes") or list(range(len(starts))), [1] * len(starts)
+    elif not (n.t(1).const is not None and n.t(2).const is not None):
+        _dynamic_slice(n, shape)
+        return
     else:
         starts = [int(v) for v in n.const(1, "starts")]
         ends = [int(v) for v in n.const(2, "ends")]
@@ -116,6 +119,45 @@ def slice_(n: Node) -> None:
     ins = [n.i(0), n.scope.vector(begin), n.scope.vector(end), n.scope.vector(stride),
            n.scalar_i32(0), n.scalar_i32(end_mask), n.scalar_i32(0)]  # fmt: skip
     n.op(O.STRIDED_SLICE, ins, [n.out(0, like=0)])
+
+
+def _dynamic_slice(n: Node, shape: tuple) -> None:
+    """Slice with run-time starts/ends on one axis, step 1: ONNX's wrap and clamp as
+    int32 arithmetic, then SLICE (begin and size vectors from one-hot products)."""
+    rank = len(shape)
+    axes = [int(v) for v in n.const_or(3, [0], "axes")]
+    steps = [int(v) for v in n.const_or(4, [1], "steps")]
+    if len(axes) != 1 or steps != [1]:
+        raise Unsupported("Slice with run-time starts/ends on more than one axis or a step")
+    axis = _axis(n, axes[0], rank)
+    dim = shape[axis]
+    sc = n.scope
+    code = T.TENSOR_INT32
+
+    def bound(k: int) -> int:  # wrap a negative index, clamp into [0, dim]
+        neg = sc.temp(T.TENSOR_BOOL8, (1,))
+        n.op(O.LESS, [n.i(k), sc.vector([0])], [neg])
+        plus = sc.temp(code, (1,))
+        n.op(O.ADD, [n.i(k), sc.vector([dim]), n.scalar_i32(0)], [plus])
+        wrapped = sc.temp(code, (1,))
+        n.op(O.SELECT, [neg, plus, n.i(k)], [wrapped])
+        low = sc.temp(code, (1,))
+        n.op(O.MAXIMUM, [wrapped, sc.vector([0])], [low])
+        out = sc.temp(code, (1,))
+        n.op(O.MINIMUM, [low, sc.vector([dim])], [out])
+        return out
+
+    start, end = bound(1), bound(2)
+    length = sc.temp(code, (1,))
+    n.op(O.SUB, [end, start, n.scalar_i32(0)], [length])
+    onehot = [1 if a == axis else 0 for a in range(rank)]
+    begin = sc.temp(code, (rank,))
+    n.op(O.MUL, [start, sc.vector(onehot), n.scalar_i32(0)], [begin])
+    scaled = sc.temp(code, (rank,))
+    n.op(O.MUL, [length, sc.vector(onehot), n.scalar_i32(0)], [scaled])
+    size = sc.temp(code, (rank,))
+    n.op(O.ADD, [scaled, sc.vector([o - 1 for o in onehot]), n.scalar_i32(0)], [size])
+    n.op(O.SLICE, [n.i(0), begin, size], [n.out(0, like=0)])
 
 
 @mapping("Split")
