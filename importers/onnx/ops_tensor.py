@@ -125,10 +125,13 @@ def _dynamic_slice(n: Node, shape: tuple) -> None:
     """Slice with run-time starts/ends on one axis, step 1: ONNX's wrap and clamp as
     int32 arithmetic, then SLICE (begin and size vectors from one-hot products)."""
     rank = len(shape)
-    axes = [int(v) for v in n.const_or(3, [0], "axes")]
-    steps = [int(v) for v in n.const_or(4, [1], "steps")]
+    count = n.t(1).shape[0] if n.t(1).static and len(n.t(1).shape) == 1 else None
+    axes = [int(v) for v in n.const_or(3, range(count or 0), "axes")]
+    steps = [int(v) for v in n.const_or(4, [1] * len(axes), "steps")]
     if len(axes) != 1 or steps != [1]:
-        raise Unsupported("Slice with run-time starts/ends on more than one axis or a step")
+        k = 1 if n.t(1).const is None else 2
+        raise Unsupported(f"input {k} ({'starts' if k == 1 else 'ends'} {n.name(k)!r}) must be a"
+                          " constant (run-time starts/ends: one axis, step 1)")  # fmt: skip
     axis = _axis(n, axes[0], rank)
     dim = shape[axis]
     sc = n.scope
