@@ -187,7 +187,7 @@ def import_onnx(
         outputs.append(Port(vi.name, elem, shape))
         presets.append((vi.name, index))
         if vi.name not in scope.tensors:  # outputs that are inputs get copied below
-            scope.preset_outputs.setdefault(vi.name, index)
+            scope.preset(vi.name, index, tm.nnapi_dims(shape))
     scope.convert_nodes(g.node)
     built = None
     if not conv.unsupported:

@@ -154,6 +154,7 @@ class Scope:
         self.conv, self.sb, self.parent, self.name = conv, sb, parent, name
         self.tensors: dict[str, Tensor] = {}
         self.preset_outputs: dict[str, int] = {}  # name -> SUBGRAPH_OUTPUT operand
+        self.preset_dims: dict[str, tuple[int, ...]] = {}
         self.produced: set[str] = set()
 
     # ---- lookup ---------------------------------------------------------
@@ -203,6 +204,12 @@ class Scope:
             raise Unsupported(f"constant {what!r} is empty (NNAPI has no empty constants)")
         return self.sb.constant(code, value, value.shape, t.scale, t.zero_point)
 
+    def preset(self, name: str, index: int, dims: tuple[int, ...]) -> None:
+        """Output operand ``index`` (dimensions ``dims``) is where ``name`` goes."""
+        if name not in self.preset_outputs:
+            self.preset_outputs[name] = index
+            self.preset_dims[name] = tuple(dims)
+
     # ---- definitions ----------------------------------------------------
 
     def bind_const(self, name: str, value: np.ndarray) -> None:
@@ -232,8 +239,14 @@ class Scope:
             scale, zero_point = q
         t = Tensor(elem, shape, None, None, float(scale or 0.0), int(zero_point or 0), quantized)
         code = t.nnapi_type()
-        if name in self.preset_outputs and name not in self.produced:
-            t.index = self.preset_outputs[name]
+        dims = tm.nnapi_dims(shape)
+        preset = self.preset_outputs.get(name)
+        if preset is not None and name not in self.produced and (
+            self.preset_dims[name] == dims or not t.static
+        ):
+            t.index = preset
+        # a less specific output operand (dynamic dims declared) is filled by a copy later,
+        # so WHILE and IF operands keep the static shapes HAL 1.3 requires
         else:
             t.index = self.sb.temporary(code, tm.nnapi_dims(shape), t.scale, t.zero_point)
         self.produced.add(name)
@@ -399,9 +412,9 @@ def _unit_insertions(src: tuple, dst: tuple) -> list[int] | None:
 def fill_outputs(scope: Scope, outputs: list[tuple[str, int]]) -> None:
     """Write subgraph outputs that no node produced (inputs, constants, duplicates)."""
     for name, index in outputs:
-        if scope.preset_outputs.get(name) == index and name in scope.produced:
-            continue
         t = scope.get(name)
+        if t.index == index:
+            continue
         src = scope.operand(name)
         if src == index:
             continue

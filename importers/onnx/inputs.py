@@ -62,6 +62,7 @@ def ort_session(model_bytes: bytes):
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
+    options.log_severity_level = 3  # errors only: no shape-mismatch warnings on stderr
     return ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
 
 

@@ -112,6 +112,10 @@ def _emit_while(n: Node, carried: list[_Slot], only: list[_Slot], cond_fn, body_
     n.op(O.WHILE, ins, outs)
 
 
+def _dims_of(carried: list[_Slot], index: int, outs: list[int]) -> tuple[int, ...]:
+    return tm.nnapi_dims(carried[outs.index(index)].tensor.shape)
+
+
 def _iota(scope: Scope, rows: int, elem_shape: tuple) -> int:
     full = (rows, *elem_shape)
     value = np.broadcast_to(np.arange(rows, dtype=np.int32).reshape((rows,) + (1,) * len(elem_shape)), full)
@@ -237,7 +241,7 @@ def loop(n: Node) -> None:
     def body_fn(scope: Scope, ins: list[int], outs: list[int]) -> None:
         names = [(b_out[0], outs[1])] + [(b_out[1 + k], outs[2 + k]) for k in range(n_carried)]
         for name, index in names:
-            scope.preset_outputs.setdefault(name, index)
+            scope.preset(name, index, _dims_of(carried, index, outs))
         scope.convert_nodes(body_g.node)
         _counter_plus_one(scope, ins[0], outs[0])
         fill_outputs(scope, names)
@@ -352,7 +356,7 @@ def if_(n: Node) -> None:
             t = Tensor(elem, shape, None, None, *(q or (0.0, 0)), q is not None)
             index = scope.sb.output(t.nnapi_type(), tm.nnapi_dims(shape), t.scale, t.zero_point)
             names.append((vi.name, index))
-            scope.preset_outputs.setdefault(vi.name, index)
+            scope.preset(vi.name, index, tm.nnapi_dims(shape))
         scope.convert_nodes(g.node)
         fill_outputs(scope, names)
         refs.append(scope.sb)
@@ -443,7 +447,7 @@ def scan(n: Node) -> None:
             scope.tensors[name] = el
         names = [(b_out[k], outs[1 + k]) for k in range(n_state)]
         for name, idx in names:
-            scope.preset_outputs.setdefault(name, idx)
+            scope.preset(name, idx, _dims_of(carried, idx, outs))
         scope.convert_nodes(body_g.node)
         _counter_plus_one(scope, ins[0], outs[0])
         fill_outputs(scope, names)
