@@ -360,7 +360,9 @@ BUILDERS: dict[str, Callable[[dict], OnnxPeer]] = {
 
 
 def trip_input(model) -> str | None:
-    """The graph input that is a Loop's trip count (directly or through Cast/Identity)."""
+    """The graph input that is a Loop's trip count (directly or through Cast/Identity);
+    else, in a model with a Loop, its only rank-0 integer input (exporters turn
+    ``for i in range(n): ... break`` into a condition on ``n``)."""
     names = {vi.name for vi in model.graph.input}
     alias = {}
     for node in model.graph.node:
@@ -373,7 +375,16 @@ def trip_input(model) -> str | None:
                 name = alias[name]
             if name in names:
                 return name
-    return None
+    if not any(node.op_type == "Loop" for node in model.graph.node):
+        return None
+    scalars = [
+        vi.name
+        for vi in model.graph.input
+        if vi.type.tensor_type.elem_type in (6, 7)  # INT32, INT64
+        and vi.type.tensor_type.HasField("shape")
+        and not vi.type.tensor_type.shape.dim
+    ]
+    return scalars[0] if len(scalars) == 1 else None
 
 
 def onnx_workload(path: str, inputs_npz: str | None = None, trips: list[int] | None = None):
