@@ -41,13 +41,17 @@ def operator_of(name: str, ops: list[str]) -> str | None:
         return {"test_l": "Loop", "test_i": "If", "test_s": "Scan"}[name[:6]]
     if name.startswith("test_range_") and name.endswith("_expanded"):
         return "Range"
-    best = None
+    best, best_len = None, 0
     for op in ops:
-        stem = "test_" + _snake(op)
-        if name == stem or (name.startswith(stem) and name[len(stem)] in "_0123456789"):
-            if best is None or len(stem) > len("test_" + _snake(best)):
-                best = op
+        for stem in {"test_" + _snake(op), "test_" + op.lower(), *_ALIASES.get(op, ())}:
+            if name == stem or (name.startswith(stem) and name[len(stem)] in "_0123456789"):
+                if len(stem) > best_len:
+                    best, best_len = op, len(stem)
     return best
+
+
+#: test directory stems that do not follow the operator's name
+_ALIASES = {"BatchNormalization": ("test_batchnorm",)}
 
 
 def cases() -> list[tuple[str, str, Path]]:
@@ -119,6 +123,24 @@ def _input_names(d: Path) -> list[str]:
     return [vi.name for vi in m.graph.input if vi.name not in inits]
 
 
+#: input positions a quantized export stores as initializers: scales, zero points, weights
+_QPARAMS = {"QuantizeLinear": (1, 2), "DequantizeLinear": (1, 2),
+            "QLinearConv": (1, 2, 3, 4, 5, 6, 7, 8),
+            "QLinearMatMul": (1, 2, 3, 4, 5, 6, 7)}  # fmt: skip
+
+
+def _quant_param_inputs(d: Path) -> list[str]:
+    import onnx
+
+    m = onnx.load(str(d / "model.onnx"), load_external_data=False)
+    out = []
+    for node in m.graph.node:
+        for k in _QPARAMS.get(node.op_type, ()):
+            if k < len(node.input) and node.input[k]:
+                out.append(node.input[k])
+    return out
+
+
 def run_case(name: str, op: str, d: Path, execute: Callable) -> Outcome:
     from .api import import_onnx
     from .errors import OnnxImportError
@@ -126,6 +148,11 @@ def run_case(name: str, op: str, d: Path, execute: Callable) -> Outcome:
     sets = sorted(d.glob("test_data_set_*"))
     first: list | None = None
     frozen: dict[str, np.ndarray] = {}
+    params = _quant_param_inputs(d)
+    if params:  # quantization parameters fed as inputs: fixed, as in a quantized export
+        first, _ = load_data_set(sets[0])
+        by_name = dict(zip(_input_names(d), first))
+        frozen = {k: by_name[k] for k in params if k in by_name}
     while True:
         try:
             result = import_onnx(d / "model.onnx", constants=frozen)

@@ -199,14 +199,24 @@ def gemm(n: Node) -> None:
     if extra is None:
         fully_connected(n, x, x_shape, w.astype(dtype), bias.astype(dtype), code)
         return
+    c_op = n.i(2)
     if beta != 1.0:
-        raise Unsupported("Gemm with a non-constant C and beta != 1")
+        scaled = n.scope.temp(code, extra.shape)
+        n.op(O.MUL, [c_op, sb_const(n, code, beta), n.scalar_i32(0)], [scaled])
+        c_op = scaled
     tmp = n.scope.temp(code, n.out_shape(0))
     sb = n.scope.sb
     wt = sb.constant(code, np.ascontiguousarray(w.astype(dtype)), w.shape)
     bt = sb.constant(code, bias.astype(dtype), (units,))
     n.op(O.FULLY_CONNECTED, [x, wt, bt, n.scalar_i32(0)], [tmp])
-    n.op(O.ADD, [tmp, n.i(2), n.scalar_i32(0)], [n.out(0, like=0)])
+    n.op(O.ADD, [tmp, c_op, n.scalar_i32(0)], [n.out(0, like=0)])
+
+
+def sb_const(n: Node, code: int, value: float) -> int:
+    """A one-element tensor constant of type ``code`` (broadcasts in MUL/ADD)."""
+    from . import types_map
+
+    return n.scope.sb.constant(code, np.array([value], types_map.NP_DTYPE[code]), (1,))
 
 
 @mapping("MatMul")
@@ -216,8 +226,8 @@ def matmul(n: Node) -> None:
         raise Unsupported(f"MatMul on {tm.elem_name(a.elem)}")
     b = n.t(1)
     if b.const is None:
-        raise Unsupported("MatMul with a non-constant B (NNAPI 1.3 has FULLY_CONNECTED only;"
-                          " BATCH_MATMUL came in feature level 6)")  # fmt: skip
+        raise Unsupported(f"input 1 (B {n.name(1)!r}) must be a constant (NNAPI 1.3 has"
+                          " FULLY_CONNECTED only; BATCH_MATMUL came in feature level 6)")  # fmt: skip
     if b.const.ndim != 2:
         raise Unsupported(f"MatMul with a rank-{b.const.ndim} constant B")
     dtype = np.float16 if a.elem == tm.FLOAT16 else np.float32
