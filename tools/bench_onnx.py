@@ -399,7 +399,6 @@ def onnx_workload(path: str, inputs_npz: str | None = None, trips: list[int] | N
     ends it early).
     """
     import onnx
-
     from nnhal.importers.onnx import OnnxImportError, import_onnx
     from nnhal.importers.onnx.inputs import load_npz, random_inputs
     from nnhal.importers.onnx.vectors_out import nnapi_outputs
@@ -419,7 +418,7 @@ def onnx_workload(path: str, inputs_npz: str | None = None, trips: list[int] | N
         base = load_npz(inputs_npz, result) if inputs_npz else random_inputs(result)
     except OnnxImportError as exc:
         raise ValueError(str(exc)) from None
-    data = open(path, "rb").read()
+    data = Path(path).read_bytes()
     trip = trip_input(onnx.load_from_string(data))
     if trip is not None:
         given = int(np.asarray(base[trip]).reshape(-1)[0]) if inputs_npz else 32

@@ -241,8 +241,10 @@ class Scope:
         code = t.nnapi_type()
         dims = tm.nnapi_dims(shape)
         preset = self.preset_outputs.get(name)
-        if preset is not None and name not in self.produced and (
-            self.preset_dims[name] == dims or not t.static
+        if (
+            preset is not None
+            and name not in self.produced
+            and (self.preset_dims[name] == dims or not t.static)
         ):
             t.index = preset
         # a less specific output operand (dynamic dims declared) is filled by a copy later,
@@ -287,8 +289,14 @@ class Scope:
             fn(Node(self, node))
         except Unsupported as exc:
             conv.unsupported.append(
-                UnsupportedNode(node.name or node.output[0], node.op_type, str(exc),
-                                list(node.input), list(node.output), self.name)  # fmt: skip
+                UnsupportedNode(
+                    node.name or node.output[0],
+                    node.op_type,
+                    str(exc),
+                    list(node.input),
+                    list(node.output),
+                    self.name,
+                )
             )
 
     def _fold(self, node) -> bool:

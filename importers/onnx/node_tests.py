@@ -44,9 +44,9 @@ def operator_of(name: str, ops: list[str]) -> str | None:
     best, best_len = None, 0
     for op in ops:
         for stem in {"test_" + _snake(op), "test_" + op.lower(), *_ALIASES.get(op, ())}:
-            if name == stem or (name.startswith(stem) and name[len(stem)] in "_0123456789"):
-                if len(stem) > best_len:
-                    best, best_len = op, len(stem)
+            matches = name == stem or (name.startswith(stem) and name[len(stem)] in "_0123456789")
+            if matches and len(stem) > best_len:
+                best, best_len = op, len(stem)
     return best
 
 

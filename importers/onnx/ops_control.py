@@ -118,7 +118,9 @@ def _dims_of(carried: list[_Slot], index: int, outs: list[int]) -> tuple[int, ..
 
 def _iota(scope: Scope, rows: int, elem_shape: tuple) -> int:
     full = (rows, *elem_shape)
-    value = np.broadcast_to(np.arange(rows, dtype=np.int32).reshape((rows,) + (1,) * len(elem_shape)), full)
+    value = np.broadcast_to(
+        np.arange(rows, dtype=np.int32).reshape((rows,) + (1,) * len(elem_shape)), full
+    )
     return scope.sb.constant(T.TENSOR_INT32, np.ascontiguousarray(value), full)
 
 

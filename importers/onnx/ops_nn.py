@@ -66,7 +66,7 @@ def emit_conv(n: Node, x: int, w: np.ndarray, bias: int, out: int, *, w_code, w_
     """CONV_2D / DEPTHWISE_CONV_2D / GROUPED_CONV_2D (NCHW flag) of input operand ``x``."""
     if w.ndim != 4:
         raise Unsupported(f"{n.op_type} with a rank-{w.ndim} filter (NNAPI has 2-D only)")
-    kernel, strides, dil, pads = conv_params(n, w.shape)
+    _, strides, dil, pads = conv_params(n, w.shape)
     group = int(n.attr("group", 1))
     c_in = n.shape(0)[1]
     c_out = w.shape[0]
@@ -183,8 +183,11 @@ def gemm(n: Node) -> None:
     extra = None
     if n.has(2):
         c = n.t(2)
-        if c.const is not None and c.const.size in (1, units) and (c.const.ndim <= 1 or
-                                                                  c.const.shape[0] == 1):
+        if (
+            c.const is not None
+            and c.const.size in (1, units)
+            and (c.const.ndim <= 1 or c.const.shape[0] == 1)
+        ):
             bias = np.broadcast_to(c.const.reshape(-1).astype(np.float64) * beta, (units,))
         else:
             extra = c

@@ -51,10 +51,7 @@ def quant_params(graph, constants: dict[str, np.ndarray]) -> dict[str, tuple[flo
                 put(node.output[0], ins[1], ins[2])
             elif node.op_type == "DequantizeLinear":
                 put(ins[0], ins[1], ins[2])
-            elif node.op_type == "QLinearConv":
-                put(ins[0], ins[1], ins[2])
-                put(node.output[0], ins[6], ins[7])
-            elif node.op_type == "QLinearMatMul":
+            elif node.op_type == "QLinearConv" or node.op_type == "QLinearMatMul":
                 put(ins[0], ins[1], ins[2])
                 put(node.output[0], ins[6], ins[7])
             for attr in node.attribute:
@@ -90,9 +87,19 @@ def dequantize(n: Node) -> None:
 def _weights(n: Node, x, w: np.ndarray, w_scale: float, w_zp: int):
     """(values, type, scale, zero point) of weights NNAPI accepts under input ``x``."""
     if x.elem == tm.UINT8 and w.dtype == np.int8:
-        return (w.astype(np.int16) + 128).astype(np.uint8), T.TENSOR_QUANT8_ASYMM, w_scale, w_zp + 128
+        return (
+            (w.astype(np.int16) + 128).astype(np.uint8),
+            T.TENSOR_QUANT8_ASYMM,
+            w_scale,
+            w_zp + 128,
+        )
     if x.elem == tm.INT8 and w.dtype == np.uint8:
-        return (w.astype(np.int16) - 128).astype(np.int8), T.TENSOR_QUANT8_ASYMM_SIGNED, w_scale, w_zp - 128
+        return (
+            (w.astype(np.int16) - 128).astype(np.int8),
+            T.TENSOR_QUANT8_ASYMM_SIGNED,
+            w_scale,
+            w_zp - 128,
+        )
     code = T.TENSOR_QUANT8_ASYMM if w.dtype == np.uint8 else T.TENSOR_QUANT8_ASYMM_SIGNED
     return w, code, w_scale, w_zp
 

@@ -85,8 +85,10 @@ def gather(n: Node) -> None:
         tmp = n.scope.temp(n.t(0).nnapi_type(), mid_shape, n.t(0).scale, n.t(0).zero_point)
         n.op(O.GATHER, [n.i(0), n.scalar_i32(axis), indices], [tmp])
         x = n.t(0)
-        n.reshape_to_output(tmp, src_tensor=type(x)(x.elem, mid_shape, None, None, x.scale,
-                                                     x.zero_point, x.quantized))
+        n.reshape_to_output(
+            tmp,
+            src_tensor=type(x)(x.elem, mid_shape, None, None, x.scale, x.zero_point, x.quantized),
+        )
         return
     n.op(O.GATHER, [n.i(0), n.scalar_i32(axis), indices], [n.out(0, like=0)])
 

@@ -23,9 +23,8 @@ EXPECTED = HERE / "onnx_node_expected.json"
 
 
 def outcomes():
-    from onnx_exec_helper import execute
-
     from nnhal.importers.onnx.node_tests import cases, run_case
+    from onnx_exec_helper import execute
 
     return [run_case(name, op, d, execute) for name, op, d in cases()]
 

@@ -16,11 +16,10 @@ import pytest
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from onnx_exec_helper import execute  # noqa: E402
-from repo_paths import REPO_ROOT  # noqa: E402
-
-from nnhal.importers.onnx import import_onnx  # noqa: E402
-from nnhal.importers.onnx.inputs import load_npz, ort_session  # noqa: E402
+from nnhal.importers.onnx import import_onnx
+from nnhal.importers.onnx.inputs import load_npz, ort_session
+from onnx_exec_helper import execute
+from repo_paths import REPO_ROOT
 
 EXAMPLES = REPO_ROOT / "examples" / "onnx"
 
@@ -37,10 +36,10 @@ def _both(name: str, feeds: dict) -> tuple[dict, dict]:
 
 def _agree(got: dict, want: dict) -> None:
     assert set(got) == set(want)
-    for k in want:
-        assert got[k].shape == want[k].shape, k
-        assert got[k].dtype == want[k].dtype, k
-        np.testing.assert_allclose(got[k], want[k], rtol=1e-4, atol=1e-5, err_msg=k)
+    for k, w in want.items():
+        assert got[k].shape == w.shape, k
+        assert got[k].dtype == w.dtype, k
+        np.testing.assert_allclose(got[k], w, rtol=1e-4, atol=1e-5, err_msg=k)
 
 
 @pytest.mark.parametrize("name", ["greedy_decoder", "rnn_loop", "if_on_data"])

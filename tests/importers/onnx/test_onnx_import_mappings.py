@@ -9,11 +9,10 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-from onnx.reference import ReferenceEvaluator  # noqa: E402
-from onnx_exec_helper import execute  # noqa: E402
-
-from nnhal.importers.onnx import import_onnx  # noqa: E402
+from nnhal.importers.onnx import import_onnx
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+from onnx_exec_helper import execute
 
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 RNG = np.random.default_rng(3)

@@ -17,9 +17,8 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 
-from onnx_exec_helper import execute  # noqa: E402
-
-from nnhal.importers.onnx.node_tests import CONTROL, cases, data_root, run_case  # noqa: E402
+from nnhal.importers.onnx.node_tests import CONTROL, cases, data_root, run_case
+from onnx_exec_helper import execute
 
 EXPECTED = json.loads((Path(__file__).parent / "onnx_node_expected.json").read_text())
 
@@ -73,7 +72,6 @@ WRAPPED = ("test_qlinearmatmul_2D_int8_float16", "test_qlinearmatmul_2D_int8_flo
 def test_qlinearmatmul_int8_saturates_where_stored_output_wraps(name):
     """Our output is the saturated one; the stored one is it modulo 256."""
     import numpy as np
-
     from nnhal.importers.onnx import import_onnx
     from nnhal.importers.onnx.node_tests import load_data_set
 
