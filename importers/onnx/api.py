@@ -144,21 +144,34 @@ def import_onnx(
     values (they become initializers: folded, and usable where NNAPI needs a
     constant, such as Slice starts or Reduce axes).
     """
+    model = load(source, shapes, constants)
+    where = str(source) if isinstance(source, (str, Path)) else "model"
+    first = _convert(model, where, {})
+    # graph outputs exporters declare dynamic often have a static shape once converted:
+    # convert again with it, so the model file's outputs are fully specified
+    learned = {
+        name: t.shape
+        for name, t in first[1].items()
+        if t is not None and t.static and t.shape != first[0].get(name)
+    }
+    result = _convert(model, where, learned) if learned and first[2].ok else first[2]
+    return result if isinstance(result, OnnxImport) else result[2]
+
+
+def _convert(model, where: str, out_shapes: dict[str, tuple]):
+    """(declared output shapes, output tensors, OnnxImport) of one conversion."""
     from onnx import numpy_helper
 
     from .ops_quant import quant_params
 
-    model = load(source, shapes, constants)
     opset = default_opset(model) or 0
-    consts = _constants(model)
-    conv = Converter(model, opset, quant_params(model.graph, consts))
+    conv = Converter(model, opset, quant_params(model.graph, _constants(model)))
     g = model.graph
     scope = Scope(conv, conv.mb.main, None, "main")
     init_names = {i.name for i in g.initializer}
     for init in g.initializer:
         scope.bind_const(init.name, numpy_helper.to_array(init))
     inputs = []
-    where = str(source) if isinstance(source, (str, Path)) else "model"
     for vi in g.input:
         if vi.name in init_names:
             continue  # an initializer listed as an input (IR < 4): a constant
@@ -173,10 +186,12 @@ def import_onnx(
         t.index = conv.mb.main.input(code, tm.nnapi_dims(shape), t.scale, t.zero_point)
         scope.tensors[vi.name] = t
         inputs.append(Port(vi.name, elem, shape))
-    outputs, presets = [], []
+    outputs, presets, declared = [], [], {}
     for vi in g.output:
         _kind_check(vi, "graph output", where)
         elem, shape = conv.info.get(vi.name) or value_info_type(vi)
+        declared[vi.name] = shape
+        shape = out_shapes.get(vi.name, shape)
         q = conv.quant.get(vi.name)
         t = Tensor(elem, shape, None, None, *(q or (0.0, 0)), q is not None)
         try:
@@ -184,7 +199,7 @@ def import_onnx(
         except Unsupported as exc:
             raise OnnxImportError(f"{where}: graph output {vi.name!r}: {exc}") from None
         index = conv.mb.main.output(code, tm.nnapi_dims(shape), t.scale, t.zero_point)
-        outputs.append(Port(vi.name, elem, shape))
+        outputs.append(Port(vi.name, elem, declared[vi.name]))
         presets.append((vi.name, index))
         if vi.name not in scope.tensors:  # outputs that are inputs get copied below
             scope.preset(vi.name, index, tm.nnapi_dims(shape))
@@ -197,8 +212,10 @@ def import_onnx(
             conv.unsupported.append(UnsupportedNode("<graph outputs>", "", str(exc)))
     if not conv.unsupported:
         built = conv.mb.build()
-    return OnnxImport(built, inputs, outputs, conv.unsupported, opset,
-                      where, _count_nodes(g), conv.quant)  # fmt: skip
+    result = OnnxImport(built, inputs, outputs, conv.unsupported, opset, where,
+                        _count_nodes(g), conv.quant)  # fmt: skip
+    produced = {vi.name: scope.find(vi.name) for vi in g.output}
+    return declared, produced, result
 
 
 def _kind_check(vi, what: str, where: str) -> None:
