@@ -10,7 +10,10 @@ Options (prefixed so other formats never clash):
 
 Prints what was mapped (operation counts) and every node without a mapping
 with its reason; exits 1 when any node is unmapped or the file is bad (one
-line, no traceback), 0 when the model file was written.
+line, no traceback), 0 when the model file was written. Errors are raised as
+``OnnxImportError`` (a ValueError: ``nnhal``'s main prints it as one line,
+exit status 1), so this module needs nothing from the tools layer; a bad
+``--onnx-shape`` is an argparse usage error (exit status 2).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pathlib import Path
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--onnx-shape", action="append", default=[], metavar="NAME=D1,D2,...",
-        help="ONNX: fix a graph input's dimensions (repeatable)",
+        type=parse_shape, help="ONNX: fix a graph input's dimensions (repeatable)",
     )  # fmt: skip
     parser.add_argument(
         "--onnx-inputs", metavar="FILE.npz",
@@ -32,43 +35,37 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-def parse_shapes(items: list[str]) -> dict[str, list[int]]:
-    from nnhal.tools.cli import CliError
-
-    shapes = {}
-    for item in items:
-        name, sep, dims = item.partition("=")
-        try:
-            values = [int(d) for d in dims.split(",") if d.strip()]
-        except ValueError:
-            values = None
-        if not sep or not name or values is None or any(d <= 0 for d in values):
-            raise CliError(f"--onnx-shape {item!r}: expected NAME=D1,D2,... with positive dims", 2)
-        shapes[name] = values
-    return shapes
+def parse_shape(item: str) -> tuple[str, list[int]]:
+    """``NAME=D1,D2,...`` -> (name, dims); argparse reports a bad one as a usage error."""
+    name, sep, dims = item.partition("=")
+    try:
+        values = [int(d) for d in dims.split(",") if d.strip()]
+    except ValueError:
+        values = None
+    if not sep or not name or not values or any(d <= 0 for d in values):
+        raise argparse.ArgumentTypeError(f"{item!r}: expected NAME=D1,D2,... with positive dims")
+    return name, values
 
 
 def run(args: argparse.Namespace) -> int:
-    from nnhal.tools.cli import CliError
+    from .errors import OnnxImportError
 
     try:
         import onnx  # noqa: F401
     except ImportError:
-        raise CliError("importing .onnx files needs the onnx package: pip install 'nnhal[onnx]'")
+        raise OnnxImportError(
+            "importing .onnx files needs the onnx package: pip install 'nnhal[onnx]'"
+        ) from None
     from .api import import_onnx
-    from .errors import OnnxImportError
 
-    shapes = parse_shapes(getattr(args, "onnx_shape", []) or [])
-    try:
-        result = import_onnx(args.model, shapes=shapes)
-        feeds = expected = None
-        if getattr(args, "onnx_inputs", None):
-            from .inputs import load_npz
+    shapes = dict(getattr(args, "onnx_shape", []) or [])
+    result = import_onnx(args.model, shapes=shapes)
+    feeds = expected = None
+    if getattr(args, "onnx_inputs", None):
+        from .inputs import load_npz
 
-            feeds = load_npz(args.onnx_inputs, result)
-            expected = _expected(args.model, result, feeds)
-    except OnnxImportError as exc:
-        raise CliError(str(exc)) from None
+        feeds = load_npz(args.onnx_inputs, result)
+        expected = _expected(args.model, result, feeds)
     report = result.summary()
     if args.json:
         print(json.dumps(report, indent=1))
@@ -82,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             vectors_out.write(result, args.output, Path(args.model).stem, feeds, expected)
         except (OSError, ValueError) as exc:
-            raise CliError(f"{args.output}: cannot write: {exc}") from None
+            raise OnnxImportError(f"{args.output}: cannot write: {exc}") from None
         if not args.json:
             print(f"wrote {args.output}")
     return 0
