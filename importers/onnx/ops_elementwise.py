@@ -6,9 +6,9 @@ Floor, Log, Neg, Sigmoid (LOGISTIC), Sin, Sqrt, Tanh, Relu, Elu, LeakyRelu
 (PRELU with the slope as a constant), Clip (RELU / RELU1 / RELU6 when the
 bounds match, else MAXIMUM + MINIMUM), Max/Min (chains of MAXIMUM /
 MINIMUM). Beyond the execution provider (control-flow bodies need them):
-comparisons, Not/And/Or, Where (SELECT; inputs broadcast with TILE when
-their shapes are static), Cast, Identity, Reciprocal, HardSwish, Erf-free
-activations only. NNAPI broadcasts binary operands the numpy way, as ONNX
+comparisons, Not/And/Or/Xor, Where (SELECT; inputs broadcast with TILE when
+their shapes are static), Cast/CastLike, Identity, Reciprocal, Ceil,
+HardSwish. NNAPI broadcasts binary operands the numpy way, as ONNX
 does (multidirectional broadcasting).
 """
 
@@ -242,9 +242,6 @@ def cast(n: Node, to: int | None = None) -> None:
         return
     if x.elem not in (*_FLOATS, tm.INT32, tm.INT64) or to not in (*_FLOATS, tm.INT32, tm.INT64):
         raise Unsupported(f"Cast {tm.elem_name(x.elem)} -> {tm.elem_name(to)}")
-    if x.elem in _FLOATS and to in (tm.INT32, tm.INT64):
-        # ONNX truncates toward zero; NNAPI CAST rounds? it truncates as well (static_cast)
-        pass
     n.op(O.CAST, [n.i(0)], [n.out(0, elem=to)])
 
 

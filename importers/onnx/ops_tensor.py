@@ -237,18 +237,13 @@ def tile(n: Node) -> None:
 
 @mapping("Expand")
 def expand(n: Node) -> None:
-    from .ops_elementwise import broadcast
+    from .ops_elementwise import broadcast, copy
 
-    out_shape = n.out_static(0)
-    src = broadcast(n, 0, out_shape)
-    from .ops_elementwise import copy
-
-    copy_src = src
-    if copy_src == n.i(0):
-        copy(n, copy_src, 0)
-        return
-    # the broadcast already made a fresh operand: alias it as the output
-    n.reshape_to_output(copy_src)
+    src = broadcast(n, 0, n.out_static(0))
+    if src == n.i(0):  # already the output's shape
+        copy(n, src, 0)
+    else:
+        n.reshape_to_output(src, src_tensor=n.t(0).__class__(n.t(0).elem, n.out_static(0)))
 
 
 @mapping("Softmax", "LogSoftmax")
