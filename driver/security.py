@@ -275,7 +275,7 @@ class Guard:
         self.calls = CallGuard(self.security.tokens, self.exposed)
         self.interceptors = [self.calls]
         self.health: Any = None
-        self._states = states
+        self.states = states
         self._confine_caches(states)
 
     def _confine_caches(self, states: Mapping[str, Any]) -> None:
@@ -295,7 +295,7 @@ class Guard:
         from grpc_health.v1 import health_pb2_grpc as hgrpc
         from nnhal.driver.health import DeviceHealth
 
-        self.health = DeviceHealth(self._states)
+        self.health = DeviceHealth(self.states)
         hgrpc.add_HealthServicer_to_server(self.health, server)
 
     def add_port(self, server: grpc.Server, address: str) -> int:
@@ -335,6 +335,11 @@ class GuardedServer(grpc.Server):
     @property
     def in_flight(self) -> int:
         return self.guard.calls.in_flight
+
+    @property
+    def states(self) -> Mapping[str, Any]:
+        """The served devices' ``ServiceState`` by name (for in-process inspection)."""
+        return self.guard.states
 
     def stop(self, grace: float | None) -> threading.Event:
         if self.guard.health is not None:
