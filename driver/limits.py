@@ -32,6 +32,8 @@ leaves it to the driver), made so that a client can tell what to do next:
   ends, including while it waits for its waitFor fences) --
   RESOURCE_EXHAUSTED_TRANSIENT: it works again once something is released
   or finishes.
+- ``max_cache_file_bytes``: a compilation-cache file above it is not read
+  (prepareModelFromCache* is GENERAL_FAILURE naming the key).
 - ``max_message_bytes``: the gRPC server's receive and send limits (the
   largest of the served devices'); a message above it fails with the gRPC
   transport's RESOURCE_EXHAUSTED code, which ``nnhal.client`` turns into a
@@ -100,6 +102,8 @@ class Limits:
     max_concurrent_executions: int = 64
     #: largest gRPC message received or sent
     max_message_bytes: int = 1 << 30
+    #: largest compilation-cache file read (a bigger one is refused before it is read)
+    max_cache_file_bytes: int = 1 << 30
 
 
 LIMIT_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Limits))

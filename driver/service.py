@@ -150,6 +150,11 @@ class DeviceServicer(dgrpc.IDeviceServicer):
     @hal_method(dpb.GetNumberOfCacheFilesNeededReply, v1_0=True)
     def getNumberOfCacheFilesNeeded(self, request: Any, context: Any) -> Any:
         num_model, num_data = self.device.getNumberOfCacheFilesNeeded()
+        cache = getattr(self.device, "cache", None)
+        if getattr(cache, "allowed_roots", None) == ():
+            # this server takes no client-named cache files (no --cache-root): say so the
+            # HAL way, so runtimes do not cache (a token alone still uses --cache-dir)
+            num_model, num_data = 0, 0
         return dpb.GetNumberOfCacheFilesNeededReply(
             status=_NONE, numModelCache=num_model, numDataCache=num_data
         )
