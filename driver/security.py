@@ -276,6 +276,7 @@ class Guard:
         self.calls = CallGuard(self.security.tokens, self.exposed)
         self.interceptors = [self.calls]
         self.health: Any = None
+        self.streams: Any = None  # the server's StreamGate (driver/streams.py)
         self.states = states
         self._confine_caches(states)
 

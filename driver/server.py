@@ -34,6 +34,7 @@ from nnhal.driver.service import (
     SyncFenceServicer,
 )
 from nnhal.driver.sessions import SessionTable
+from nnhal.driver.streams import CONNECTION_OPTIONS, StreamGate, StreamLimits
 
 from nnhal import DEFAULT_ADDRESS
 from nnhal._proto.v1_3 import control_pb2 as cpb
@@ -172,11 +173,19 @@ def _split_address(address: str) -> tuple[str, str]:
 
 
 def create_server(
-    devices: Any, address: str = "127.0.0.1:0", max_workers: int = 16, *, security: Any = None
+    devices: Any,
+    address: str = "127.0.0.1:0",
+    max_workers: int = 16,
+    *,
+    security: Any = None,
+    streams: StreamLimits | None = None,
 ) -> tuple[grpc.Server, str]:
     """Start a gRPC server for one device or a sequence of devices (names must differ);
     returns it and the "host:port" actually bound.
 
+    ``max_workers``: threads kept for unary calls; open streams (bursts, health
+    watches) have threads of their own within ``streams`` (``nnhal.driver.streams``),
+    so no number of open streams delays a unary call.
     ``security``: a ``nnhal.driver.security.ServerSecurity`` (TLS, tokens, ...); without TLS
     an address that is not loopback is refused (ValueError) unless it allows insecure.
     The server also serves grpc.health.v1.Health (``nnhal.driver.health``).
@@ -202,12 +211,18 @@ def create_server(
     host, port = _split_address(address)
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
-    guard = Guard(host, security, states)  # issue 10: exposure (driver/security.py)
+    guard = Guard(host, security, states)  # exposure, tokens (driver/security.py)
+    gate = StreamGate(streams)  # stream budgets (driver/streams.py)
     server = grpc.server(
-        ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="nnhal-rpc"),
-        options=grpc_options(devices),  # issue 10: the devices' max_message_bytes
-        interceptors=guard.interceptors,
+        ThreadPoolExecutor(
+            max_workers=gate.limits.pool_size(max_workers), thread_name_prefix="nnhal-rpc"
+        ),
+        # the devices' max_message_bytes, and idle / dead connections closed
+        options=[*grpc_options(devices), *CONNECTION_OPTIONS],
+        # the token check first: an unauthenticated burst is refused without counting
+        interceptors=[*guard.interceptors, gate],
     )
+    guard.streams = gate
     for add, cls in (
         (dgrpc.add_IDeviceServicer_to_server, DeviceServicer),
         (pgrpc.add_IPreparedModelServicer_to_server, PreparedModelServicer),
@@ -246,6 +261,7 @@ def serve_forever(
     grace: float = 2.0,
     on_ready: Callable[[str], None] | None = None,
     security: Any = None,
+    streams: StreamLimits | None = None,
 ) -> None:
     """Serve until SIGINT or SIGTERM, then stop cleanly.
 
@@ -253,7 +269,9 @@ def serve_forever(
     calls. Signal handlers are only installed from the main thread (elsewhere
     the call serves until the process ends); the previous ones are restored.
     """
-    server, bound = create_server(devices, address, max_workers, security=security)
+    server, bound = create_server(
+        devices, address, max_workers, security=security, streams=streams
+    )
     stop = threading.Event()
 
     def request_stop(signum: int, frame: Any) -> None:
