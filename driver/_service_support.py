@@ -34,6 +34,7 @@ import grpc
 from nnhal.driver.faults import FaultSet, insufficient, model_operations
 from nnhal.driver.fences import Fence, FencedExecution
 from nnhal.driver.limits import check_model_size, limits_of, message_subgraphs
+from nnhal.driver.memory import drop_frames
 from nnhal.driver.occupancy import ClientQuota, ExecutionSlots
 from nnhal.driver.sessions import SessionTable
 from nnhal.driver.trace import Trace, brief
@@ -392,6 +393,11 @@ def hal_method(reply_cls: Any, *, v1_0: bool = False) -> Callable:
                 if v1_0:
                     status, message = downgrade(status, message)
                 reply = error_reply(reply_cls, status, message, error)
+                # the error, its traceback and this frame form a cycle that would hold
+                # the failed call's tensors until the cyclic collector runs: break it now
+                drop_frames(error)
+                error.__traceback__ = None
+                del error
             if state is not None:
                 state.trace.record(
                     name,
