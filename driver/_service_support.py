@@ -36,7 +36,7 @@ from nnhal.driver.fences import Fence, FencedExecution
 from nnhal.driver.limits import check_model_size, limits_of, message_subgraphs
 from nnhal.driver.memory import drop_frames
 from nnhal.driver.occupancy import ClientQuota, ExecutionSlots
-from nnhal.driver.sessions import SessionTable
+from nnhal.driver.sessions import SessionTable, session_of
 from nnhal.driver.trace import Trace, brief
 
 from nnhal import convert as cv
@@ -364,6 +364,14 @@ def hal_method(reply_cls: Any, *, v1_0: bool = False) -> Callable:
         @functools.wraps(fn)
         def wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
             state = getattr(self, "state", None)
+            sessions = getattr(state, "sessions", None)
+            if sessions is None or context is None:
+                return served(self, state, request, context)
+            # the client is being served: its lease cannot run out meanwhile
+            with sessions.in_call(session_of(context)):
+                return served(self, state, request, context)
+
+        def served(self: Any, state: Any, request: Any, context: Any) -> Any:
             started, t0 = time.time(), time.perf_counter()
             injected, latency_us, reply = None, 0.0, None
             try:

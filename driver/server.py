@@ -198,7 +198,8 @@ def create_server(
     def release_session(session: str, reason: str) -> int:
         return sum(state.release_session(session, reason) for state in states.values())
 
-    sessions = SessionTable(release_session)
+    pool_probe: list[Callable[[], bool]] = []
+    sessions = SessionTable(release_session, backlog=lambda: any(p() for p in pool_probe))
     for device in devices:
         name = getattr(device, "name", str(device))
         if name in states:
@@ -213,10 +214,13 @@ def create_server(
         host = f"[{host}]"
     guard = Guard(host, security, states)  # exposure, tokens (driver/security.py)
     gate = StreamGate(streams)  # stream budgets (driver/streams.py)
+    pool = ThreadPoolExecutor(
+        max_workers=gate.limits.pool_size(max_workers), thread_name_prefix="nnhal-rpc"
+    )
+    # calls queued for a thread: lease renewals may be among them (driver/sessions.py)
+    pool_probe.append(lambda: pool._work_queue.qsize() > 0)
     server = grpc.server(
-        ThreadPoolExecutor(
-            max_workers=gate.limits.pool_size(max_workers), thread_name_prefix="nnhal-rpc"
-        ),
+        pool,
         # the devices' max_message_bytes, and idle / dead connections closed
         options=[*grpc_options(devices), *CONNECTION_OPTIONS],
         # the token check first: an unauthenticated burst is refused without counting
