@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -162,6 +164,44 @@ class ControlServicer(cgrpc.INnhalControlServicer):
         return self._reply(lambda: json.dumps(resource_usage(self.states)))
 
 
+def _why_busy(port: str) -> str | None:
+    """"port N is in use (by process PID ...)" when something listens on it, else None.
+    Best effort: Linux /proc only; the holder is named when this user may see it."""
+    try:
+        number = int(port)
+    except ValueError:
+        return None
+    if number <= 0:
+        return None
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            # local address "HEX_IP:HEX_PORT", state 0A = LISTEN, inode in column 10
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == number:
+                inodes.add(fields[9])
+    if not inodes:
+        return None
+    wanted = {f"socket:[{inode}]" for inode in inodes}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            for fd in (proc / "fd").iterdir():
+                if os.readlink(fd) in wanted:
+                    cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(
+                        errors="replace"
+                    ).strip()
+                    return f"port {number} is in use by process {proc.name} ({cmd[:120]})"
+        except OSError:
+            continue
+    return f"port {number} is in use"
+
+
 def _split_address(address: str) -> tuple[str, str]:
     if address.startswith("[") and "]:" in address:  # [::1]:port
         host, _, port = address.rpartition(":")
@@ -222,7 +262,9 @@ def create_server(
     server = grpc.server(
         pool,
         # the devices' max_message_bytes, and idle / dead connections closed
-        options=[*grpc_options(devices), *CONNECTION_OPTIONS],
+        # one server per address: without SO_REUSEPORT a busy port fails the bind, instead
+        # of the kernel spreading clients over two servers
+        options=[*grpc_options(devices), *CONNECTION_OPTIONS, ("grpc.so_reuseport", 0)],
         # the token check first: an unauthenticated burst is refused without counting
         interceptors=[*guard.interceptors, gate],
     )
@@ -241,9 +283,9 @@ def create_server(
     try:
         bound = guard.add_port(server, f"{host}:{port}")
     except RuntimeError as exc:
-        raise OSError(f"cannot listen on {host}:{port}: {exc}") from exc
+        raise OSError(f"cannot listen on {host}:{port}: {_why_busy(port) or exc}") from exc
     if bound == 0:
-        raise OSError(f"cannot listen on {host}:{port}")
+        raise OSError(f"cannot listen on {host}:{port}: {_why_busy(port) or 'the bind failed'}")
     server.start()
     log.info("nnhal driver %s listening on %s:%d", ", ".join(states), host, bound)
     return guard.wrap(server), f"{host}:{bound}"

@@ -156,6 +156,8 @@ def serve(devices: Sequence[Any], address: str, args: argparse.Namespace, label:
         server, bound = create_server(devices, address, security=security)
     except ValueError as exc:  # insecure exposure, a bad certificate...
         raise CliError(str(exc), EXIT_USAGE) from None
+    except OSError as exc:  # a busy port (named with its holder when it can be told)
+        raise CliError(str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - grpc reports a failed bind as RuntimeError
         raise CliError(f"cannot listen on {address}: {exc}") from None
     signals: list[int] = []
