@@ -41,3 +41,21 @@ def test_nnhal_serve_on_a_busy_port_exits_1_with_one_line():
         assert done.stdout == ""  # it never said it was serving
     finally:
         first.stop(None).wait()
+
+
+def test_a_refused_connection_is_reported_at_once():
+    import socket
+    import time
+
+    from nnhal.client import connect
+    from nnhal.errors import DeviceUnavailable
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.monotonic()
+    with pytest.raises(DeviceUnavailable, match="connection refused"):
+        connect(f"127.0.0.1:{port}", timeout=60.0)
+    took = time.monotonic() - t0
+    print(f"refused connection reported after {took:.3f} s")
+    assert took < 30.0  # not the 60 s connect timeout (a hang guard, not a speed check)
