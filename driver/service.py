@@ -251,6 +251,18 @@ class DeviceServicer(dgrpc.IDeviceServicer):
         )
 
     def _from_cache(self, request: Any, deadline_ns: int | None, context: Any) -> Any:
+        cache = getattr(self.device, "cache", None)
+        if (
+            getattr(cache, "allowed_roots", None) == ()
+            and getattr(cache, "cache_dir", None) is None
+            and not (request.modelCache or request.dataCache)
+        ):
+            # getNumberOfCacheFilesNeeded said (0, 0): the HAL's answer for a driver
+            # that does not cache
+            raise GeneralFailure(
+                "prepareModelFromCache: this server does not cache compilations (it takes no "
+                "client cache files without --cache-root, and has no --cache-dir)"
+            )
         prepared = self.device.prepareModelFromCache_1_3(
             deadline_ns=deadline_ns, **_cache_args(request)
         )
