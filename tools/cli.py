@@ -47,6 +47,8 @@ import nnhal
 from nnhal import DEFAULT_ADDRESS
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+#: 128 + SIGPIPE: what a shell shows for a writer whose reader went away
+EXIT_BROKEN_PIPE = 141
 
 
 class CliError(Exception):
@@ -88,6 +90,13 @@ def _device(args: argparse.Namespace) -> AbstractContextManager[Any]:
             _check_address(args.target),
             timeout=args.connect_timeout,
             security=_security().client_security(args),
+            device=args.device,
+        )
+    if args.device:
+        raise CliError(
+            "--device picks one device of --target's server; the in-process driver serves "
+            "one device (give its profile with --profile)",
+            EXIT_USAGE,
         )
     _security().check_local(args)  # --tls-*/--token mean nothing without --target
     _load_profile(args.profile)  # fail early, with the profile's own message
@@ -442,6 +451,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def _add_device_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", metavar="ADDR", help="HOST:PORT of a running `nnhal serve`")
     p.add_argument(
+        "--device", metavar="NAME", help="which device of --target's server (default: the first)"
+    )
+    p.add_argument(
         "--connect-timeout",
         type=float,
         default=10.0,
@@ -613,6 +625,7 @@ def build_parser() -> argparse.ArgumentParser:
     import_module("nnhal.tools.cli_trace").add_parsers(sub)  # trace, devices, faults
     import_module("nnhal.tools.cli_stress").add_parsers(sub)  # stress, resources
     import_module("nnhal.tools.cli_import").add_parsers(sub)  # import (TFLite, ONNX)
+    import_module("nnhal.tools.cli_proto").add_parsers(sub)  # proto
     return parser
 
 
@@ -640,6 +653,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (`nnhal ops | head`): end quietly, as a process killed by
+        # SIGPIPE would, and keep the interpreter from complaining while it flushes stdout
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except CliError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return e.code
