@@ -26,7 +26,6 @@ meant to catch the fault must report it, while the run completes:
 from __future__ import annotations
 
 import tempfile
-
 import threading
 import time
 from collections.abc import Iterator

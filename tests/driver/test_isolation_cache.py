@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from dying_client import add_model
-
-from nnhal.client import connect
 from nnhal.driver.device import Device
 from nnhal.driver.security import ServerSecurity
 from nnhal.driver.server import create_server
+
+from nnhal.client import connect
 from nnhal.errors import GeneralFailure, InvalidArgument
 
 TOKEN = bytes(range(32))

@@ -16,6 +16,10 @@ import grpc
 import numpy as np
 import pytest
 from dying_client import add_model
+from nnhal.driver.device import Device
+from nnhal.driver.faults import parse_toml
+from nnhal.driver.server import create_server
+from nnhal.driver.streams import StreamLimits
 
 from nnhal import control
 from nnhal._client_security import ClientSecurity
@@ -27,10 +31,6 @@ from nnhal.builder import ModelBuilder
 from nnhal.client import connect
 from nnhal.control import SESSION_HEADER
 from nnhal.convert import model_to_pb
-from nnhal.driver.device import Device
-from nnhal.driver.faults import parse_toml
-from nnhal.driver.server import create_server
-from nnhal.driver.streams import StreamLimits
 from nnhal.types import OperandType, OperationType
 
 X = np.ones(2, np.float32)

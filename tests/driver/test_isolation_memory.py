@@ -22,15 +22,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from nnhal.cts.families.control_flow import infinite_loop
+from nnhal.driver.device import Device
+from nnhal.driver.server import create_server
 from repo_paths import REPO_ROOT
 from test_isolation_streams import serve_process
 
 from nnhal._client_security import ClientSecurity
 from nnhal.builder import ModelBuilder
 from nnhal.client import connect
-from nnhal.cts.families.control_flow import infinite_loop
-from nnhal.driver.device import Device
-from nnhal.driver.server import create_server
 from nnhal.errors import HalError
 from nnhal.types import OperandType, OperationType
 

@@ -18,6 +18,8 @@ import grpc
 import numpy as np
 import pytest
 from dying_client import add_model
+from nnhal.driver.device import Device as DriverDevice
+from nnhal.driver.service import create_server
 
 from nnhal import control
 from nnhal import convert as cv
@@ -29,8 +31,6 @@ from nnhal._proto.v1_3 import prepared_model_pb2_grpc as pgrpc
 from nnhal._proto.v1_3 import types_pb2 as tpb
 from nnhal.client import connect
 from nnhal.control import SESSION_HEADER
-from nnhal.driver.device import Device as DriverDevice
-from nnhal.driver.service import create_server
 from nnhal.types import (
     BufferDesc,
     BufferRole,

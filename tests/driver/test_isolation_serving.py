@@ -8,10 +8,9 @@ import subprocess
 import sys
 
 import pytest
-from repo_paths import REPO_ROOT
-
 from nnhal.driver.device import Device
 from nnhal.driver.server import create_server
+from repo_paths import REPO_ROOT
 
 
 def test_a_second_server_on_a_busy_port_fails():
@@ -33,7 +32,7 @@ def test_nnhal_serve_on_a_busy_port_exits_1_with_one_line():
     try:
         done = subprocess.run(
             [sys.executable, "-m", "nnhal", "serve", "--address", address],
-            capture_output=True, text=True, timeout=120, cwd=REPO_ROOT,
+            check=False, capture_output=True, text=True, timeout=120, cwd=REPO_ROOT,
         )
         assert done.returncode == 1
         ours = [line for line in done.stderr.splitlines() if line.startswith("nnhal serve:")]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import collections
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -23,18 +22,17 @@ import pytest
 from dying_client import add_model
 from grpc_health.v1 import health_pb2 as hpb
 from grpc_health.v1 import health_pb2_grpc as hgrpc
-from repo_paths import REPO_ROOT
-
-from nnhal._client_security import ClientSecurity
-from nnhal.client import connect
-from nnhal.control import SESSION_HEADER
 from nnhal.driver.device import Device
 from nnhal.driver.server import create_server
 from nnhal.driver.streams import StreamLimits
+from repo_paths import REPO_ROOT
+
+from nnhal._client_security import ClientSecurity
 from nnhal._proto.v1_3 import device_pb2 as dpb
 from nnhal._proto.v1_3 import device_pb2_grpc as dgrpc
-from nnhal._proto.v1_3 import prepared_model_pb2 as ppb
 from nnhal._proto.v1_3 import prepared_model_pb2_grpc as pgrpc
+from nnhal.client import connect
+from nnhal.control import SESSION_HEADER
 
 X = np.ones(2, np.float32)
 #: channel option: do not share the connection with other channels of this process
@@ -145,7 +143,7 @@ def test_per_client_and_server_budgets(small_server):
 
 
 def test_refusal_message_names_the_budget(small_server):
-    server, address = small_server
+    _server, address = small_server
     channel = grpc.insecure_channel(address)
     streams = [_burst(channel) for _ in range(4)]
     try:
