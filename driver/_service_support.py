@@ -224,7 +224,7 @@ class ServiceState:
         self.fenced_executions: Registry[FencedExecution] = Registry(
             "fenced execution callback", MAX_FENCED_EXECUTIONS
         )
-        # issue 10: resource limits (driver/limits.py, driver/occupancy.py)
+        # resource limits (driver/limits.py, driver/occupancy.py)
         self.limits = limits_of(device)
         self.executions = ExecutionSlots(
             self.limits.max_concurrent_executions, getattr(device, "name", "")

@@ -25,7 +25,7 @@ Because the tag proves that this device validated and fully supported the
 model when it wrote the cache, ``load`` skips validation and the support
 decision and goes straight to compilation.
 
-A device with op packages (issue 6) does not cache: its kernels come from
+A device with op packages does not cache: its kernels come from
 the packages at compile time. Saving follows the HAL: cache arguments never change the outcome of a
 preparation (wrong counts, a handle with 0 or 2 paths, a file that cannot be
 written, a token that is not 32 bytes: the model is prepared and simply not

@@ -277,7 +277,8 @@ def create_server(
         (pgrpc.add_ISyncFenceServicer_to_server, SyncFenceServicer),
     ):
         servicers = {name: cls(state) for name, state in states.items()}
-        add(servicers[default] if len(states) == 1 else _Router(servicers, default), server)
+        # routed with one device too: a call naming a device the server lacks must fail
+        add(_Router(servicers, default), server)
     cgrpc.add_INnhalControlServicer_to_server(ControlServicer(states, sessions), server)
     guard.add_services(server)
     try:

@@ -217,7 +217,7 @@ class DeviceServicer(dgrpc.IDeviceServicer):
     def _add_prepared(self, prepared: Any, context: Any) -> Any:
         owner = session_of(context)
         self.state.sessions.touch(owner)
-        # issue 10: at most max_prepared_models_per_client (driver/occupancy.py)
+        # at most max_prepared_models_per_client (driver/occupancy.py)
         key = self.state.prepared_quota.add(client_key(context), prepared, owner=owner)
         return dpb.PrepareModelReply(status=_NONE, preparedModel=key)
 
@@ -544,7 +544,7 @@ class PreparedModelServicer(pgrpc.IPreparedModelServicer):
                     f"executeFenced: {exc.message} (fenced executions need sufficient outputs)"
                 ) from exc
 
-        # issue 10: the execution holds a slot from now on, while it waits too
+        # the execution holds a slot from now on, while it waits too
         self.state.executions.acquire()
         record, reply = launch(
             run,

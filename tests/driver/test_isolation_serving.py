@@ -58,3 +58,17 @@ def test_a_refused_connection_is_reported_at_once():
     took = time.monotonic() - t0
     print(f"refused connection reported after {took:.3f} s")
     assert took < 30.0  # not the 60 s connect timeout (a hang guard, not a speed check)
+
+
+def test_a_device_the_server_lacks_is_refused_with_one_device_too() -> None:
+    from nnhal.client import connect
+    from nnhal.errors import DeviceUnavailable
+
+    server, address = create_server(Device(), "127.0.0.1:0")
+    try:
+        with pytest.raises(DeviceUnavailable, match="has no device 'gpu'.*devices: default"):
+            connect(address, device="gpu")
+        with connect(address, device="default") as client:
+            assert client.getVersionString()
+    finally:
+        server.stop(None)
