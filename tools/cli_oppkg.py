@@ -140,6 +140,29 @@ def device_options(args: argparse.Namespace, profile: str | None = None) -> dict
     }
 
 
+def local_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``device_options`` for the in-process driver of run/supported/vectors/cts, found
+    once per command (cts opens the device more than once)."""
+    cached = getattr(args, "_nnhal_local_options", None)
+    if cached is None:
+        cached = device_options(args, getattr(args, "profile", None))
+        args._nnhal_local_options = cached
+    return cached
+
+
+def check_target(args: argparse.Namespace) -> None:
+    """--op-package / --package-backend configure the in-process driver: not with --target."""
+    from nnhal.tools.cli import EXIT_USAGE as usage
+    from nnhal.tools.cli import CliError
+
+    if getattr(args, "op_package", None) or getattr(args, "package_backend", None):
+        raise CliError(
+            "--op-package and --package-backend configure the in-process driver; with "
+            "--target give them to the `nnhal serve` behind the target",
+            usage,
+        )
+
+
 def add_serve_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--op-package",
