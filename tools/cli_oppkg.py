@@ -1,8 +1,10 @@
-"""``nnhal oppkg generate|validate|list``, ``nnhal explain`` and ``serve``'s op-package options.
+"""``nnhal oppkg generate|validate|list|rules|test``, ``nnhal explain`` and ``serve``'s op-package options.
 
     nnhal oppkg generate CONFIG... --out DIR [--backend NAME] [--force]
     nnhal oppkg validate CONFIG...
     nnhal oppkg list [--op-package PATH ...] [--no-entry-points]
+    nnhal oppkg rules MODEL [--op-package PATH ...] [--package-backend NAME]
+    nnhal oppkg test CONFIG_OR_PACKAGE [--reference MODULE] [--examples N] [--seed S]
     nnhal explain MODEL [--name NAME] [--op-package PATH ...] [--package-backend NAME]
                         [--profile NAME|PATH]
     nnhal serve ... [--op-package DIR_OR_CONFIG ...] [--package-backend NAME]
@@ -197,6 +199,65 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _op_names(model: Any, extensions: Any) -> list[str]:
+    from nnhal.types import is_extension_type, operation_name
+
+    names = []
+    bound = extensions.for_model(model)
+    for op in model.main.operations:
+        found = bound.operation(op.type) if is_extension_type(op.type) else None
+        names.append(
+            f"{found.package.spec.package_name}::{found.op.name}"
+            if found is not None and not isinstance(found, str)
+            else operation_name(op.type)
+        )
+    return names
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    from nnhal.driver.op_packages.kernel_test import run_package_test
+
+    return run_package_test(
+        args.package,
+        reference=args.reference,
+        examples=args.examples,
+        seed=args.seed,
+        backends=args.package_backend,
+    )
+
+
+def cmd_rules(args: argparse.Namespace) -> int:
+    """Which packages' rules fire on a model, in order, and the operations they leave."""
+    from nnhal.driver.extensions import ExtensionSet
+    from nnhal.driver.op_packages.rules import apply_rules
+    from nnhal.tools.cli import _load_one
+
+    test = _load_one(args.model, args.name)
+    packages, skipped = discover_packages(args.op_package, not args.no_entry_points)
+    for s in skipped:
+        _err("nnhal oppkg rules", f"package skipped: {s.source}: {s.error}")
+    backend = package_backend(args.package_backend) or "CPU"
+    extensions = ExtensionSet(packages, backend)
+    rules = [(p.spec.package_name, r) for p in extensions.packages.values() for r in p.rules]
+    print(f"{len(rules)} rule(s) from {len(extensions.packages)} package(s), backend {backend}")
+    for pkg, r in sorted(rules, key=lambda x: x[1].priority):
+        print(f"  {pkg}: {r.name!r} priority {r.priority}: {r.pattern} -> {r.replacement}")
+    before = _op_names(test.model, extensions)
+    model, log = apply_rules(test.model, [r for _, r in rules], extensions)
+    fired = [line for line in log if "not applied" not in line]
+    for line in log:
+        print(("fired: " if line in fired else "") + line)
+    if not log:
+        print("no rule matches this model")
+    after = _op_names(model, extensions)
+    print(f"main before: {', '.join(before) or '-'}")
+    print(f"main after:  {', '.join(after) or '-'}")
+    for n, (old, new) in enumerate(zip(test.model.referenced, model.referenced), 1):
+        if old != new:
+            print(f"subgraph {n}: {len(old.operations)} -> {len(new.operations)} operations")
+    return EXIT_OK
+
+
 def add_parsers(sub: Any) -> None:
     """Register ``oppkg`` and ``explain`` on the ``nnhal`` subparsers."""
     p = sub.add_parser("oppkg", help="op packages: generate, validate, list")
@@ -215,6 +276,26 @@ def add_parsers(sub: Any) -> None:
     ls.add_argument("--op-package", action="append", metavar="DIR_OR_CONFIG")
     ls.add_argument("--no-entry-points", action="store_true", help="ignore installed packages")
     ls.set_defaults(func=cmd_list)
+    r = ops.add_parser("rules", help="which op-package rules fire on a model, and the result")
+    r.add_argument("model", help="model file (vector JSON)")
+    r.add_argument("--name", help="the model to use when the file holds several")
+    r.add_argument("--no-entry-points", action="store_true", help="ignore installed packages")
+    add_serve_options(r)
+    r.set_defaults(func=cmd_rules)
+    t = ops.add_parser(
+        "test", help="generate operations from a definition; check support answers and kernels"
+    )
+    t.add_argument("package", metavar="CONFIG_OR_PACKAGE", help="config file or package dir")
+    t.add_argument("--reference", metavar="MODULE",
+                   help="numpy reference: a .py file or module with one function per operation "
+                   "(named like the kernel module); default: each operation's generic "
+                   "implementation")  # fmt: skip
+    t.add_argument("--examples", type=int, default=40, metavar="N",
+                   help="generated cases per operation and backend (default 40)")  # fmt: skip
+    t.add_argument("--seed", type=int, default=0, help="seed of the generation (default 0)")
+    t.add_argument("--package-backend", action="append", metavar="NAME",
+                   help="backends to test (default: every backend the definition names)")  # fmt: skip
+    t.set_defaults(func=cmd_test)
 
     e = sub.add_parser(
         "explain", help="per operation: the backend and implementation chosen, and why"
