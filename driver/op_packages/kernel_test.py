@@ -327,7 +327,7 @@ def compare(got: list[np.ndarray], want: list[np.ndarray], types: list[str], any
         if bad.any():
             i = tuple(int(v) for v in np.argwhere(bad)[0])
             return False, worst, (
-                f"output {k} at {list(i)}: {x[i]!r} vs reference {y[i]!r} "
+                f"output {k} at {list(i)}: {float(x[i])!r} vs reference {float(y[i])!r} "
                 f"(tolerance atol {atol:g} + rtol {rtol:g})"
             )
     return True, worst, ""
