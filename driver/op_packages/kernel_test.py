@@ -289,6 +289,30 @@ def _device(package: OpPackage, backend: str) -> Any:
     return Device(profile, op_packages=[package], package_backend=backend)
 
 
+def _plain_device() -> Any:
+    from nnhal.driver.device import Device
+
+    return Device()
+
+
+def _builtin(op: OpSpec) -> Any:
+    """The NNAPI operation a UseDefaultTranslation operation overrides, or None."""
+    from nnhal.types import OperationType
+
+    if not op.use_default_translation:
+        return None
+    norm = op.name.replace("_", "").lower()
+    return next((t for t in OperationType if t.name.replace("_", "").lower() == norm), None)
+
+
+def _as_builtin(case: Case, builtin: Any) -> Case:
+    """The case's model with the built-in operation in place of the custom one."""
+    model = case.model
+    (op,) = model.main.operations
+    main = replace(model.main, operations=(replace(op, type=int(builtin)),))
+    return replace(case, model=replace(model, main=main, extensionNameToPrefix=()))
+
+
 def _only(package: OpPackage, op: OpSpec, impl: Implementation) -> OpPackage:
     return replace(package, implementations={**package.implementations, op.name: [impl]})
 
@@ -381,7 +405,12 @@ def test_operation(
     else:
         ref_impl = next((i for i in impls if i.generic), None)
         ref_name = f"generic implementation {ref_impl.name}" if ref_impl else "none"
-    ref_takes_operands = ref_impl is not None and _takes_operands(ref_impl.fn)
+    builtin = _builtin(op_def) if ref_impl is None else None
+    if builtin is not None:  # a UseDefaultTranslation override: the built-in kernel
+        ref_name = f"built-in {builtin.name} (the operation it overrides)"
+    ref_takes_operands = builtin is not None or (
+        ref_impl is not None and _takes_operands(ref_impl.fn)
+    )
     report = OpReport(backend, op_def.name, ref_name)
     runs, why_not = spec.runs_on(backend, op_def)
     if not runs:
@@ -390,6 +419,8 @@ def test_operation(
     device = _device(package, backend)
     one = {i.name: _device(_only(package, op_def, i), backend) for i in impls}
     ref_device = _device(_only(package, op_def, ref_impl), backend) if ref_impl else None
+    if builtin is not None:
+        ref_device = _plain_device()
     for i in impls:
         report.rows[i.name] = Row()
     counter = [0]
@@ -434,7 +465,7 @@ def test_operation(
         if ref_device is not None and not (quantized and not ref_takes_operands):
             # (a reference without operands= cannot see scale / zeroPoint: it is no
             # reference for quantized outputs, and those cases are run but not compared)
-            want, _ = _run(ref_device, case)
+            want, _ = _run(ref_device, case if builtin is None else _as_builtin(case, builtin))
         any_f16 = "FLOAT_16" in str(case.text)
         for impl in impls:
             row = report.rows[impl.name]

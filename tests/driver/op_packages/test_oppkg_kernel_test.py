@@ -102,6 +102,23 @@ def test_shipped_examples_pass(config: str, capsys) -> None:
     assert " supported " in out
 
 
+def test_shipped_reference_checks_quantized_and_override_kernels(capsys) -> None:
+    config = EXAMPLES / "qnn_xml" / "soft_clip.xml"
+    ref = EXAMPLES / "qnn_xml" / "reference.py"
+    assert main(["oppkg", "test", str(config), "--reference", str(ref), "--examples", "25"]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if line.startswith("    soft_clip_u8")]
+    # on HTP the UFIXED_POINT_8 kernel ran and was compared with the reference
+    assert any(int(r[4]) > 0 and r[5] == f"{r[4]}/{r[4]}" for r in rows), rows
+
+
+def test_override_compared_with_the_builtin_operation(capsys) -> None:
+    config = EXAMPLES / "qnn_xml" / "soft_clip.xml"
+    assert main(["oppkg", "test", str(config), "--examples", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "Relu on CPU:" in out and "reference: built-in RELU (the operation it overrides)" in out
+
+
 def test_bad_reference_module_is_a_usage_error(tmp_path: Path, capsys) -> None:
     config = EXAMPLES / "ascend_ini" / "square_add.ini"
     missing = str(tmp_path / "nope.py")
