@@ -424,3 +424,54 @@ def test_extension_typed_operands_round_trip_through_vectors(tmp_path: Path) -> 
     assert loaded.expected[0].dtype == np.int64
     np.testing.assert_array_equal(loaded.expected[0], expected)
     assert loaded.model.main.operands[1].type == (5 << 16)
+
+
+def test_own_package_prefix_rule_fires(tmp_path: Path) -> None:
+    from nnhal.driver.extensions import ExtensionSet
+    from nnhal.driver.op_packages.rules import apply_rules
+
+    from nnhal.types import OperationType
+
+    config = _package_with_rule(tmp_path, '("RulePkg::Scale", "x")')
+    (package,) = load_path(config)
+    mb = ModelBuilder()
+    mb.extension("org.test.rule_pkg", 4)
+    g = mb.main
+    x = g.input(T.TENSOR_FLOAT32, [2])
+    t = g.temporary(T.TENSOR_FLOAT32, [2])
+    y = g.output(T.TENSOR_FLOAT32, [2])
+    g.operation((4 << 16) | 0, [x], [t])
+    g.operation(OperationType.RELU, [t], [y])
+    model, log = apply_rules(mb.build(), package.rules, ExtensionSet([package], "CPU"))
+    assert [op.type for op in model.main.operations] == [(4 << 16) | 0]
+    assert log == ["rule 'r' (priority 2000): subgraph 0, operations [0, 1] -> RulePkg::Scale"]
+
+
+def test_extension_output_runs_on_the_device(tmp_path: Path) -> None:
+    """The driver computes an extension-typed (INT_64) output in its element type."""
+    device = Device(op_packages=_two_op_package(tmp_path), package_backend="HTP")
+    x = np.array([1, -2, 3], np.int32)
+    (out,) = device.prepareModel_1_3(_widen_model()).compiled.run([x])
+    np.testing.assert_array_equal(out, x.astype(np.int64) * 3_000_000_000)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=ValueError,
+    reason="nnhal._client_io.IoPlan (not this package's file) refuses outputs whose type has "
+    "no numpy layout; it needs the output dtype from the caller",
+)
+def test_client_returns_extension_typed_outputs(tmp_path: Path) -> None:
+    from nnhal.driver.service import create_server
+
+    from nnhal.client import connect
+
+    device = Device(op_packages=_two_op_package(tmp_path), package_backend="HTP")
+    server, address = create_server(device, "127.0.0.1:0")
+    try:
+        prepared = connect(address).prepareModel_1_3(_widen_model())
+        x = np.array([1, -2, 3], np.int32)
+        result = prepared.execute([x])
+        assert result.outputs[0].tobytes() == (x.astype(np.int64) * 3_000_000_000).tobytes()
+    finally:
+        server.stop(None)
