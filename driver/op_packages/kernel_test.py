@@ -126,9 +126,22 @@ def _values(dt: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.nda
     return rng.integers(lo, 9, size=shape).astype(d)
 
 
+def _value_list(p: TensorSpec) -> list[Any]:
+    """The values an Ascend ``attr_<name>.value`` list allows (empty: any)."""
+    from nnhal.driver.op_packages.spec import parse_default
+
+    for c in p.constraints:
+        if c.startswith("Value: one of "):
+            return [parse_default(v) for v in c.removeprefix("Value: one of ").split(",") if v]
+    return []
+
+
 def _scalar_value(p: TensorSpec, dt: str, draw: Any, st: Any) -> Any:
     if p.enum:
         return draw(st.integers(0, len(p.enum) - 1))
+    allowed = _value_list(p)
+    if allowed:
+        return draw(st.sampled_from(allowed))
     if p.default is not None and draw(st.booleans()):
         return p.default
     if dt in ("FLOAT_32", "FLOAT_16", "FLOAT_64"):
