@@ -37,6 +37,7 @@ from nnhal.driver.backends import Backend, OpQuery
 from nnhal.driver.extensions import REFERENCE_COST, ExtensionSet
 from nnhal.driver.limits import Limits, too_big
 from nnhal.driver.profile import Profile
+
 from nnhal.types import extension_prefix, is_extension_type, operation_name, type_name
 
 #: a rule: None when it has nothing against the operation, else why not
@@ -190,6 +191,6 @@ class SupportPipeline:
         if where is self.builtin:
             return self.builtin.name, "built-in kernel"
         if where is not None:
-            ok, declined = self.builtin.supports(query)
+            _, declined = self.builtin.supports(query)
             return f"plug-in {where.name}", "the reference backend declines: " + declined
         return "-", f"unsupported: {why}"

@@ -441,3 +441,25 @@ def test_profile_rules_still_refuse_builtin_operations_beside_a_package(xml_pkgs
     supported, reasons = device.explainSupportedOperations(mb.build())
     assert supported == [False]
     assert f"profile {profile!r}" in reasons[0]
+
+
+def test_package_kernels_declare_purity(xml_pkgs, monkeypatch) -> None:
+    """@implementation(pure=False) on any implementation makes the operation impure for
+    the executor (never hoisted out of a loop); the default is pure."""
+    from dataclasses import replace as dc_replace
+
+    from nnhal.driver.extensions import ExtensionSet
+    from nnhal.driver.op_packages.runtime import implementation
+
+    model = soft_clip_model()
+    code = model.main.operations[0].type
+    ext = ExtensionSet(xml_pkgs, "CPU").for_model(model)
+    assert ext.operation(code).definition().pure
+    package = ext.operation(code).package
+    name = ext.operation(code).op.name
+    impls = package.implementations[name]
+    monkeypatch.setitem(
+        package.implementations, name, [impls[0], dc_replace(impls[-1], pure=False)]
+    )
+    assert not ExtensionSet(xml_pkgs, "CPU").for_model(model).operation(code).definition().pure
+    assert implementation(pure=False)(lambda x: x)._nnhal_impl.pure is False
