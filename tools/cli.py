@@ -47,6 +47,8 @@ import nnhal
 from nnhal import DEFAULT_ADDRESS
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+#: 128 + SIGPIPE: what a shell shows for a writer whose reader went away
+EXIT_BROKEN_PIPE = 141
 
 
 class CliError(Exception):
@@ -616,6 +618,7 @@ def build_parser() -> argparse.ArgumentParser:
     import_module("nnhal.tools.cli_trace").add_parsers(sub)  # trace, devices, faults
     import_module("nnhal.tools.cli_stress").add_parsers(sub)  # stress, resources
     import_module("nnhal.tools.cli_import").add_parsers(sub)  # import (TFLite, ONNX)
+    import_module("nnhal.tools.cli_proto").add_parsers(sub)  # proto
     return parser
 
 
@@ -643,6 +646,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (`nnhal ops | head`): end quietly, as a process killed by
+        # SIGPIPE would, and keep the interpreter from complaining while it flushes stdout
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except CliError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return e.code

@@ -14,6 +14,8 @@ from nnhal.cts.report import summary_line
 from nnhal.cts.suite import Config, run_suite
 from nnhal.cts.target import Options
 
+pytestmark = pytest.mark.slow  # the whole conformance suite
+
 
 @pytest.mark.timeout(900)
 def test_full_suite_against_the_in_process_driver(tmp_path, capsys):

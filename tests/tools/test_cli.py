@@ -484,3 +484,30 @@ def test_nnhal_modules_do_not_import_driver_at_import_time():
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_proto_prints_and_writes_the_installed_files(tmp_path, capsys):
+    code, out, _ = run_cli(capsys, "proto")
+    assert code == 0
+    names = [line.split(": ")[1] for line in out.splitlines() if line.startswith("// file: ")]
+    assert names == [f"nnhal/v1_3/{n}.proto" for n in
+                     ("control", "device", "prepared_model", "types", "types_legacy")]  # fmt: skip
+    assert "service IDevice" in out
+    code, out, _ = run_cli(capsys, "proto", "--out", str(tmp_path))
+    assert code == 0
+    written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.proto"))
+    assert written == names
+    source = REPO_ROOT / "proto" / "nnhal" / "v1_3" / "device.proto"
+    assert (tmp_path / "nnhal/v1_3/device.proto").read_text() == source.read_text()
+
+
+@pytest.mark.parametrize("args", [["proto"], ["ops"]])
+def test_a_reader_that_goes_away_ends_the_command_quietly(args):
+    """`nnhal ops | head -1`: no "Broken pipe" error, no traceback."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nnhal", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None and proc.stdout.readline()
+    proc.stdout.close()  # the reader goes away after one line
+    _, err = proc.communicate(timeout=120)
+    assert err == b"" and proc.returncode in (0, 141)
