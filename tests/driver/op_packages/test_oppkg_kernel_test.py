@@ -102,6 +102,19 @@ def test_shipped_examples_pass(config: str, capsys) -> None:
     assert " supported " in out
 
 
+@pytest.mark.parametrize(
+    "config", ["snpe_json/scale_shift.json", "ascend_ini/square_add.ini"]
+)
+def test_shipped_examples_agree_with_their_references(config: str, capsys) -> None:
+    path = EXAMPLES / config
+    ref = path.parent / "reference.py"
+    assert main(["oppkg", "test", str(path), "--reference", str(ref), "--examples", "15"]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if line.startswith("    ")]
+    # every backend's kernel ran and was compared with the reference, none disagreeing
+    assert rows and all(int(r[4]) > 0 and r[5] == f"{r[4]}/{r[4]}" for r in rows), rows
+
+
 def test_shipped_reference_checks_quantized_and_override_kernels(capsys) -> None:
     config = EXAMPLES / "qnn_xml" / "soft_clip.xml"
     ref = EXAMPLES / "qnn_xml" / "reference.py"
