@@ -39,8 +39,10 @@ class OnnxPeer:
 def session(peer: OnnxPeer):
     import onnxruntime as ort
 
+    from nnhal.tools.bench_threads import ort_threads
+
     options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
+    options.intra_op_num_threads = ort_threads()  # the run's --threads (0 = ort's default)
     options.inter_op_num_threads = 1
     return ort.InferenceSession(peer.model, options, providers=["CPUExecutionProvider"])
 

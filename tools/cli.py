@@ -91,6 +91,13 @@ def _device(args: argparse.Namespace) -> AbstractContextManager[Any]:
             _check_address(args.target),
             timeout=args.connect_timeout,
             security=_security().client_security(args),
+            device=args.device,
+        )
+    if args.device:
+        raise CliError(
+            "--device picks one device of --target's server; the in-process driver serves "
+            "one device (give its profile with --profile)",
+            EXIT_USAGE,
         )
     _security().check_local(args)  # --tls-*/--token mean nothing without --target
     _load_profile(args.profile)  # fail early, with the profile's own message
@@ -173,6 +180,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         Device(with_limits(_load_profile(p), limits), **device_options(args, p))
         for p in args.profile or [None]
     ]
+    from nnhal.driver.ops.threads import serving_threads, set_threads  # --threads
+
+    try:
+        set_threads(serving_threads(args.threads, [d.profile.threads for d in devices]))
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     device = import_module("nnhal.tools.cli_trace").configure_devices(devices, args)
     # TLS, tokens, insecure exposure refused, graceful shutdown (nnhal/cli_security.py)
     return _security().serve(devices, address, args, device)
@@ -446,6 +459,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def _add_device_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", metavar="ADDR", help="HOST:PORT of a running `nnhal serve`")
     p.add_argument(
+        "--device", metavar="NAME", help="which device of --target's server (default: the first)"
+    )
+    p.add_argument(
         "--connect-timeout",
         type=float,
         default=10.0,
@@ -459,6 +475,15 @@ def _add_device_args(p: argparse.ArgumentParser) -> None:
     )
     _security().add_client_options(p)  # --tls-ca, --token-file, ...
     _oppkg().add_serve_options(p)  # --op-package, --package-backend (in-process driver)
+
+
+def _threads_arg(text: str) -> int:
+    from nnhal.driver.ops.threads import parse_threads
+
+    try:
+        return parse_threads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -488,6 +513,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="a resource limit for every served device, over its profile's [limits] "
         "(e.g. max_concurrent_executions=8); repeatable",
+    )
+    p.add_argument(
+        "--threads",
+        type=_threads_arg,
+        metavar="N|auto",
+        help="numeric-library (BLAS) threads of the server, over the profile's `threads` "
+        "(default 1; auto = every core; docs/performance.md)",
     )
     _oppkg().add_serve_options(p)
     import_module("nnhal.tools.cli_trace").add_serve_options(p)  # --cache-dir
@@ -618,6 +650,7 @@ def build_parser() -> argparse.ArgumentParser:
     import_module("nnhal.tools.cli_trace").add_parsers(sub)  # trace, devices, faults
     import_module("nnhal.tools.cli_stress").add_parsers(sub)  # stress, resources
     import_module("nnhal.tools.cli_import").add_parsers(sub)  # import (TFLite, ONNX)
+    import_module("nnhal.tools.cli_tflite").add_parsers(sub)  # tflite: run, compare with LiteRT
     import_module("nnhal.tools.cli_proto").add_parsers(sub)  # proto
     return parser
 
