@@ -166,12 +166,19 @@ def check_target(args: argparse.Namespace) -> None:
 
 
 def add_serve_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--op-package",
-        action="append",
-        metavar="DIR_OR_CONFIG",
-        help="load an op package (generated directory or .xml/.json/.ini config; repeatable)",
-    )
+    """--op-package and --package-backend (either is left alone when a command already has
+    its own, e.g. `nnhal tflite`, which adds --op-package before the device options)."""
+    have = getattr(p, "_option_string_actions", {})
+    if "--op-package" not in have:
+        p.add_argument(
+            "--op-package",
+            action="append",
+            metavar="DIR_OR_CONFIG",
+            help="load an op package (generated directory or .xml/.json/.ini config; "
+            "repeatable)",
+        )
+    if "--package-backend" in have:
+        return
     p.add_argument(
         "--package-backend",
         action="append",
