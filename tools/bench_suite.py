@@ -174,6 +174,8 @@ def _run_workload(h, w: Workload, params, rounds, min_time, warmup, ort_skip) ->
     }
     if ort_skip is None:
         builder = bench_onnx.BUILDERS.get(w.name)
+        if "onnx_peer" in w.extra:  # a user's ONNX file (--model MODEL.onnx) is its own peer
+            builder = lambda extra: extra["onnx_peer"]
         if builder is None:
             entry["onnxruntime"] = f"no ONNX model for {w.name} yet"
         else:

@@ -298,6 +298,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     test = _load_one(args.model, args.name)
     inputs = _read_inputs(args.inputs, test) if args.inputs else list(test.inputs)
+    if args.runtime:  # through the emulated NNAPI runtime (tools/cli_runtime.py)
+        return _runtime().cmd_run(args, inputs)
     loop_ns = None if args.loop_timeout_ms is None else int(args.loop_timeout_ms * 1_000_000)
     if args.trace:
         return _run_traced(args, test, inputs, loop_ns)
@@ -383,6 +385,8 @@ def _operation_names(values: Sequence[str]) -> set[str]:
 
 
 def cmd_vectors(args: argparse.Namespace) -> int:
+    if args.runtime:  # through the emulated NNAPI runtime (tools/cli_runtime.py)
+        return _runtime().cmd_vectors(args)
     from nnhal.vector_runner import FAILED, SKIPPED, run_vectors, summary_line, write_report
     from nnhal.vectors import find_vector_files, load_vectors, operations_used
 
@@ -457,7 +461,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _add_device_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--target", metavar="ADDR", help="HOST:PORT of a running `nnhal serve`")
+    p.add_argument(
+        "--target",
+        metavar="ADDR",
+        action=_runtime().TargetAction,  # repeatable for --runtime; else the last one counts
+        help="HOST:PORT of a running `nnhal serve`",
+    )
     p.add_argument(
         "--device", metavar="NAME", help="which device of --target's server (default: the first)"
     )
@@ -546,6 +555,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="run in this process, printing every operation's inputs and outputs to stderr",
     )
     _add_device_args(p)
+    _runtime().add_runtime_args(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("vectors", help="run test-vector files against the device")
@@ -569,6 +579,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("-v", "--verbose", action="store_true", help="also list skipped models")
     _add_device_args(p)
+    _runtime().add_runtime_args(p)
     p.set_defaults(func=cmd_vectors)
 
     p = sub.add_parser("cts", help="run the conformance suite against a driver")
@@ -651,6 +662,7 @@ def build_parser() -> argparse.ArgumentParser:
     import_module("nnhal.tools.cli_stress").add_parsers(sub)  # stress, resources
     import_module("nnhal.tools.cli_import").add_parsers(sub)  # import (TFLite, ONNX)
     import_module("nnhal.tools.cli_tflite").add_parsers(sub)  # tflite: run, compare with LiteRT
+    _runtime().add_parsers(sub)  # plan
     import_module("nnhal.tools.cli_proto").add_parsers(sub)  # proto
     return parser
 
@@ -659,6 +671,12 @@ def _security() -> Any:
     import nnhal.tools.cli_security
 
     return nnhal.tools.cli_security
+
+
+def _runtime() -> Any:
+    import nnhal.tools.cli_runtime
+
+    return nnhal.tools.cli_runtime
 
 
 def _oppkg() -> Any:

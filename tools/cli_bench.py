@@ -37,7 +37,13 @@ def add_bench_parser(sub, legacy: Callable[[argparse.Namespace], int]) -> None:
     p.add_argument(
         "--workload", action="append", metavar="NAME", help="run only these workloads (repeatable)"
     )
-    p.add_argument("--model", metavar="FILE", help="also run a model file with its stored inputs")
+    p.add_argument(
+        "--model",
+        metavar="FILE",
+        help="also run a model file: vector format (.json, .json.gz) with its stored inputs, or"
+        " .onnx side by side with onnxruntime",
+    )
+    p.add_argument("--inputs", metavar="FILE.npz", help="input values for --model MODEL.onnx")
     p.add_argument("--name", help="which model of --model's file")
     p.add_argument(
         "--mode",
@@ -116,7 +122,13 @@ def cmd_bench_suite(args: argparse.Namespace) -> int:
     apply(args.threads)
     try:
         workloads = suite(args.workload) if args.suite else []
-        if args.model:
+        if args.model and args.model.lower().endswith(".onnx"):
+            from nnhal.tools.bench_onnx import onnx_workload
+
+            workloads.append(onnx_workload(args.model, args.inputs, args.trips))
+        elif args.model:
+            if args.inputs:
+                usage("--inputs goes with --model MODEL.onnx")
             workloads.append(user_workload(args.model, args.name))
     except (ValueError, OSError) as exc:
         usage(str(exc))
