@@ -73,6 +73,10 @@ _DTYPES = {
     "int8",
     "uint8",
     "bool",
+    # element types of vendor extension operands (no NNAPI type has them)
+    "int64",
+    "uint64",
+    "float64",
 }
 
 
@@ -144,6 +148,8 @@ def _data_array(data: Any, where: str) -> np.ndarray:
     try:
         if dtype.startswith("float"):
             return np.array([_float(v) for v in values], dtype=dtype)
+        if dtype == "uint64":  # beyond int64's range
+            return np.array(values, dtype=np.uint64)
         return np.array(values, dtype=np.int64).astype(dtype)
     except (TypeError, ValueError, OverflowError) as e:
         raise VectorFormatError(f"{where}: bad data values ({e})") from None
@@ -153,7 +159,8 @@ def _typed(type_code: int, arr: np.ndarray, where: str) -> np.ndarray:
     """``arr`` as the operand type's dtype; a dtype that disagrees is an error."""
     info = OPERAND_TYPE_INFO.get(type_code)
     if info is None or info.dtype is None:
-        return arr.astype(np.uint8)  # extension / OEM types: raw bytes
+        # extension / OEM types: the file's dtype is the element type (raw bytes as uint8)
+        return arr
     if arr.dtype != info.dtype:
         raise VectorFormatError(
             f"{where}: data dtype {arr.dtype.name} does not match operand type "

@@ -84,6 +84,7 @@ def _device(args: argparse.Namespace) -> AbstractContextManager[Any]:
                 "(give the profile to the `nnhal serve` behind the target)",
                 EXIT_USAGE,
             )
+        _oppkg().check_target(args)  # --op-package configures the in-process driver too
         if args.connect_timeout <= 0:
             raise CliError("--connect-timeout must be > 0", EXIT_USAGE)
         return connect_device(
@@ -100,7 +101,8 @@ def _device(args: argparse.Namespace) -> AbstractContextManager[Any]:
         )
     _security().check_local(args)  # --tls-*/--token mean nothing without --target
     _load_profile(args.profile)  # fail early, with the profile's own message
-    return local_device(args.profile)
+    # op packages (--op-package, installed ones) exactly as `nnhal serve` loads them
+    return local_device(args.profile, **_oppkg().local_options(args))
 
 
 def _load_profile(profile: str | None) -> Any:
@@ -481,6 +483,7 @@ def _add_device_args(p: argparse.ArgumentParser) -> None:
         help="device profile for the in-process driver (built-in name or TOML file)",
     )
     _security().add_client_options(p)  # --tls-ca, --token-file, ...
+    _oppkg().add_serve_options(p)  # --op-package, --package-backend (in-process driver)
 
 
 def _threads_arg(text: str) -> int:

@@ -14,13 +14,18 @@ from nnhal.vector_runner import connect_device
 
 
 @contextmanager
-def local_device(profile: str | None = None) -> Iterator[Any]:
-    """The driver in this process behind a gRPC server on a free port; yields a client Device."""
+def local_device(profile: str | None = None, **device_options: Any) -> Iterator[Any]:
+    """The driver in this process behind a gRPC server on a free port; yields a client Device.
+
+    ``device_options`` are ``Device(...)`` keywords, as ``nnhal serve`` builds them
+    (``nnhal.tools.cli_oppkg.device_options``: op packages and their backend).
+    """
     from nnhal.driver.device import Device
     from nnhal.driver.profile import load_profile
     from nnhal.driver.service import create_server
 
-    server, address = create_server(Device(load_profile(profile)), "127.0.0.1:0")
+    device = Device(load_profile(profile), **device_options)
+    server, address = create_server(device, "127.0.0.1:0")
     try:
         with connect_device(address) as dev:
             yield dev

@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nnhal.driver.op_packages.nnapi_types import nnapi_types
+from nnhal.driver.op_packages.nnapi_types import is_extension_datatype, nnapi_types
 from nnhal.driver.op_packages.spec import OpSpec, PackageSpec, TensorSpec
 
 from nnhal.types import type_name
@@ -40,8 +40,12 @@ class GenerateReport:
 
 
 def _types_text(t: TensorSpec) -> str:
-    names = sorted({type_name(c) for d in t.datatypes for c in nnapi_types(d, t.scalar, 0)})
-    ext = [d for d in t.datatypes if not nnapi_types(d, t.scalar, 0)]
+    # extension datatypes are named as such: with prefix 0 their codes would collide
+    # with (and be shown as) the NNAPI types 0, 1, ... (FLOAT32, INT32, ...)
+    ext = [d for d in t.datatypes if is_extension_datatype(d, t.scalar)]
+    names = sorted(
+        {type_name(c) for d in t.datatypes if d not in ext for c in nnapi_types(d, t.scalar, 0)}
+    )
     shown = ", ".join(names) if names else ""
     if ext:
         shown += (", " if shown else "") + ", ".join(f"extension {d}" for d in ext)

@@ -8,8 +8,15 @@ combination, kept as ``metadata["combinations"]``), ``attr.list`` with
 types become 1-D tensor parameters), ``opFile.value`` / ``opInterface.value``
 (defaults derived from the op type: ``MyOp`` -> ``my_op``), ``op.pattern``,
 ``dynamicFormat.flag`` (dtype/format then come from the kernel module's
-``op_select_format``), ``precision_reduce.flag`` and ``heavyOp`` kept as
-metadata. The package is named after the file (``my_ops.ini`` -> MyOps in
+``op_select_format``). ``precision_reduce.flag``, ``heavyOp``,
+``needCheckSupport.flag``, ``dynamicShapeSupport.flag``,
+``dynamicRankSupport.flag``, ``dynamicCompileStatic.flag`` and
+``jitCompile.flag`` are kept as metadata only (they steer Ascend's graph
+compiler; nnhal's support answer does not depend on them: every operand shape
+NNAPI allows is offered to the kernel). ``bfloat16`` is an extension operand
+type (``BFLOAT_16``); ``listListInt`` attributes are 2-D INT_32 tensor
+parameters. An ``attr_<name>.defaultValue`` must be one of its
+``attr_<name>.value`` list (unless that is ``all``). The package is named after the file (``my_ops.ini`` -> MyOps in
 domain ``ascend``).
 
 configparser runs with ``strict=True`` (duplicate sections and keys are errors
@@ -28,6 +35,7 @@ from nnhal.driver.op_packages.spec import (
     PackageSpec,
     TensorSpec,
     check_package,
+    decode_utf8,
     parse_default,
     snake_case,
 )
@@ -47,6 +55,7 @@ DTYPES = {
     "uint32": "UINT_32",
     "uint64": "UINT_64",
     "bool": "BOOL_8",
+    "bfloat16": "BFLOAT_16",
 }
 FORMATS = (
     "ND", "NCHW", "NHWC", "NC1HWC0", "NC1HWC0_C04", "FRACTAL_Z", "FRACTAL_Z_C04", "FRACTAL_NZ",
@@ -60,6 +69,8 @@ ATTR_TYPES = {
     "listInt": ("INT_32", False),
     "listFloat": ("FLOAT_32", False),
     "listBool": ("BOOL_8", False),
+    # a list of int lists: a 2-D INT_32 tensor parameter (rank 2D, rows of equal length)
+    "listListInt": ("INT_32", None),
 }
 PARAM_TYPES = ("required", "optional", "dynamic")
 PATTERNS = ("broadcast", "reduce", "formatAgnostic", "elemwise")
@@ -76,7 +87,16 @@ _ATTR_FIELDS = {"type", "value", "paramType", "defaultValue"}
 _OP_KEYS = {
     "attr.list", "opFile.value", "opInterface.value", "op.pattern", "dynamicFormat.flag",
     "precision_reduce.flag", "heavyOp.flag", "heavyOp", "needCheckSupport.flag",
+    "dynamicShapeSupport.flag", "dynamicRankSupport.flag", "dynamicCompileStatic.flag",
+    "jitCompile.flag",
 }  # fmt: skip
+#: flags kept as metadata only: they steer Ascend's graph compiler (shape generalization,
+#: binary reuse, JIT), which has no counterpart in an NNAPI driver that runs numpy kernels
+_METADATA_FLAGS = (
+    "precision_reduce.flag", "heavyOp.flag", "heavyOp", "needCheckSupport.flag",
+    "dynamicShapeSupport.flag", "dynamicRankSupport.flag", "dynamicCompileStatic.flag",
+    "jitCompile.flag",
+)  # fmt: skip
 
 
 def _key_lines(text: str) -> dict[tuple[str, str], int]:
@@ -152,7 +172,7 @@ def _op(section: configparser.SectionProxy, name: str, source: str, lines: dict)
         if pattern not in PATTERNS:
             raise fail("op.pattern", f"{pattern!r}; expected one of {', '.join(PATTERNS)}")
         meta["pattern"] = pattern
-    for flag in ("precision_reduce.flag", "heavyOp.flag", "heavyOp"):
+    for flag in _METADATA_FLAGS:
         if flag in section:
             meta[flag.split(".")[0]] = _flag(section[flag], lambda m, f=flag: fail(f, m))
 
@@ -223,6 +243,8 @@ def _op(section: configparser.SectionProxy, name: str, source: str, lines: dict)
         if atype not in ATTR_TYPES:
             raise fail(f"attr_{a}.type", f"{atype!r}; expected {', '.join(ATTR_TYPES)}")
         dt, scalar = ATTR_TYPES[atype]
+        rank = "SCALAR" if scalar else ("2D" if scalar is None else "1D")
+        scalar = bool(scalar)
         ptype = info.get("paramType", "required").strip()
         if ptype not in ("required", "optional"):
             raise fail(f"attr_{a}.paramType", f"{ptype!r}; expected required or optional")
@@ -234,13 +256,18 @@ def _op(section: configparser.SectionProxy, name: str, source: str, lines: dict)
             default = parse_default(info["defaultValue"])
         values = info.get("value", "all").strip()
         constraints = () if values in ("", "all") else (f"Value: one of {values}",)
+        if default is not None and values not in ("", "all"):
+            allowed = [parse_default(v) for v in _split(values)]
+            if scalar and default not in allowed:
+                raise fail(f"attr_{a}.defaultValue", f"{default!r} is not in attr_{a}.value "
+                           f"({values})")  # fmt: skip
         params.append(
             TensorSpec(
                 name=a,
                 kind="param",
                 datatypes=(dt,),
                 mandatory=ptype == "required",
-                rank="SCALAR" if scalar else "1D",
+                rank=rank,
                 default=default,
                 scalar=scalar,
                 constraints=constraints,
@@ -263,7 +290,7 @@ def load_ini(path: str, data: bytes | None = None) -> PackageSpec:
     if data is None:
         with open(path, "rb") as f:
             data = f.read()
-    text = data.decode("utf-8", errors="replace")
+    text = decode_utf8(source, data)
     parser = configparser.ConfigParser(strict=True, interpolation=None, delimiters=("=",))
     parser.optionxform = str  # type: ignore[assignment,method-assign]  (case kept)
     try:

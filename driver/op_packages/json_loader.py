@@ -27,6 +27,7 @@ from nnhal.driver.op_packages.spec import (
     TensorSpec,
     canonical_datatype,
     check_package,
+    decode_utf8,
 )
 
 CORE_TYPES = ("CPU", "GPU", "DSP")
@@ -252,6 +253,14 @@ class _Udo:
                         f"{what} per_core_data_types",
                         f"unknown core {core!r}; expected {', '.join(CORE_TYPES)}",
                     )
+                if core not in cores:
+                    raise self.fail(
+                        pc,
+                        core,
+                        f"{what} per_core_data_types",
+                        f"core {core!r} is not in the operator's core_types "
+                        f"({', '.join(cores)})",
+                    )
                 per_core[core] = self.dtype(pc, core, raw, f"{what} per_core_data_types")
             if "data_type" in t:
                 raise self.fail(
@@ -363,10 +372,7 @@ def load_json(path: str, data: bytes | None = None) -> list[PackageSpec]:
     if data is None:
         with open(path, "rb") as f:
             data = f.read()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError(source, None, "file", f"not UTF-8: {exc}") from None
+    text = decode_utf8(source, data)
     root = read_json(text, source)
     u = _Udo(source)
     if not isinstance(root, LDict) or not root:

@@ -16,7 +16,8 @@ Types with no NNAPI equivalent become **extension operand types** of the
 package (``(prefix << 16) | code``, listed by getSupportedExtensions with
 their byte size): INT_64 = 0, UINT_64 = 1, FLOAT_64 = 2, INT_8 = 3,
 UINT_8 = 4, INT_16 = 5, UINT_16 = 6, UINT_32 = 7, SFIXED_POINT_32 = 8,
-UFIXED_POINT_32 = 9 as tensors; the same codes + 16 as scalars.
+UFIXED_POINT_32 = 9, BFLOAT_16 = 10 (Ascend ``bfloat16``; its bit patterns
+arrive as uint16 since numpy has no bfloat16) as tensors; the same codes + 16 as scalars.
 Types that have neither an NNAPI type nor a fixed byte size are **refused**
 with a message: the 4-bit fixed-point types (SFIXED_POINT_4, UFIXED_POINT_4,
 SNPE FIXED_4: NNAPI has no sub-byte operands) and STRING.
@@ -57,6 +58,8 @@ EXTENSION = {
     "UINT_32": (7, 4, np.uint32),
     "SFIXED_POINT_32": (8, 4, np.int32),
     "UFIXED_POINT_32": (9, 4, np.uint32),
+    # bfloat16 has no numpy dtype: kernels see its bit patterns as uint16
+    "BFLOAT_16": (10, 2, np.uint16),
 }
 SCALAR_EXTENSION_OFFSET = 16
 REFUSED = {
@@ -100,3 +103,8 @@ def extension_dtype(code_within: int) -> np.dtype | None:
         if c == base:
             return np.dtype(dt)
     return None
+
+
+def is_extension_datatype(datatype: str, scalar: bool) -> bool:
+    """Whether a datatype becomes an extension operand type of its package."""
+    return datatype in EXTENSION and datatype not in (SCALAR if scalar else TENSOR)

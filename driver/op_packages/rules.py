@@ -90,11 +90,96 @@ class Match:
         return tuple(self.operand(var).dimensions)
 
 
+def _own_name(name: str, spec: Any) -> str:
+    """``Pkg::Op`` (the HTP syntax) names ``Op`` when Pkg is the rule's own package."""
+    pkg, sep, op = name.partition("::")
+    return op if sep and pkg == spec.package_name else name
+
+
+def check_rule(rule: Any, spec: Any) -> str | None:
+    """Why a rule of package ``spec`` cannot work, or None; checked when the package loads.
+
+    The pattern is ``(OP, arg...)`` with each arg a variable name or a nested pattern; the
+    replacement is flat ``(OP, var...)`` using only variables the pattern binds; every OP
+    is an NNAPI operation name or an operation of the rule's own package (``Op`` or
+    ``OwnPackage::Op``). Rules cannot name other packages' operations: which prefix
+    another package gets is the model's choice, and the package may not be loaded.
+    """
+    if not isinstance(rule, Rule):
+        return f"{rule!r} is a {type(rule).__name__}, not a Rule"
+    label = f"rule {rule.name!r}"
+    if not isinstance(rule.priority, int) or isinstance(rule.priority, bool):
+        return f"{label}: priority {rule.priority!r} is not an integer (EARLY, MIDDLE, LATE + n)"
+    if rule.constraint is not None and not callable(rule.constraint):
+        return f"{label}: constraint {rule.constraint!r} is not callable"
+
+    def op_name(name: Any, where: str) -> str | None:
+        if not isinstance(name, str) or not name:
+            return f"{label}: {where} operation {name!r} is not a name"
+        if name in OperationType.__members__:
+            return None
+        pkg, sep, op = name.partition("::")
+        if sep and pkg != spec.package_name:
+            return (
+                f"{label}: {where} operation {name!r} names package {pkg!r}; a rule may name "
+                f"NNAPI operations and operations of its own package {spec.package_name!r} only"
+            )
+        if spec.op(op if sep else name) is None:
+            ops = ", ".join(o.name for o in spec.ops)
+            return (
+                f"{label}: {where} operation {name!r} is neither an NNAPI operation nor one "
+                f"of package {spec.package_name!r} ({ops})"
+            )
+        return None
+
+    bound: set[str] = set()
+
+    def walk(pattern: Any, where: str) -> str | None:
+        if not isinstance(pattern, tuple) or not pattern:
+            return f"{label}: {where} {pattern!r} is not a tuple (OP, arg, ...)"
+        why = op_name(pattern[0], where)
+        if why:
+            return why
+        for arg in pattern[1:]:
+            if isinstance(arg, tuple):
+                why = walk(arg, where)
+                if why:
+                    return why
+            elif isinstance(arg, str) and arg:
+                bound.add(arg)
+            else:
+                return f"{label}: {where} argument {arg!r} is neither a variable name nor a pattern"
+        return None
+
+    why = walk(rule.pattern, "pattern")
+    if why:
+        return why
+    rep = rule.replacement
+    if not isinstance(rep, tuple) or not rep:
+        return f"{label}: replacement {rep!r} is not a tuple (OP, var, ...)"
+    why = op_name(rep[0], "replacement")
+    if why:
+        return why
+    for arg in rep[1:]:
+        if isinstance(arg, tuple):
+            return (
+                f"{label}: replacement argument {arg!r} is a nested pattern; a replacement is "
+                "one operation (OP, var, ...) whose arguments are pattern variables"
+            )
+        if arg not in bound:
+            return (
+                f"{label}: replacement variable {arg!r} is not bound by the pattern "
+                f"(it binds {', '.join(sorted(bound)) or 'nothing'})"
+            )
+    return None
+
+
 def _codes(name: str, package: Any, model: Model) -> int | None:
     """The operation code of a pattern's OP in this model (None = not usable here)."""
     if name in OperationType.__members__:
         return int(OperationType[name])
     spec = package.spec
+    name = _own_name(name, spec)
     if spec.op(name) is None:
         return None
     for entry in model.extensionNameToPrefix:
@@ -194,8 +279,8 @@ def _rewrite_once(
         if rule.constraint is not None and not rule.constraint(m):
             continue
         code = _codes(rule.replacement[0], package, model)
-        if code is None:
-            continue
+        if code is None or any(v not in m.vars for v in rule.replacement[1:]):
+            continue  # (check_rule refuses unbound variables when the package loads)
         root = subgraph.operations[k]
         new_op = Operation(code, tuple(m.vars[v] for v in rule.replacement[1:]), root.outputs)
         absorbed = set(m.ops[:-1])

@@ -167,9 +167,28 @@ def load_kernels(package: OpPackage, kernel_dir: Path, import_prefix: str) -> No
         package.implementations[op.name] = impls
         rules = getattr(module, "RULES", None)
         if rules:
+            from nnhal.driver.op_packages.rules import check_rule
+            from nnhal.driver.op_packages.spec import ConfigError
+
+            for rule in rules:
+                why = check_rule(rule, package.spec)
+                if why is not None:  # refused now, not as a KeyError at every prepare
+                    raise ConfigError(str(path), _line_of(path, "RULES"), "RULES", why)
             package.rules.extend(rules)
         if op.metadata.get("dynamic_format"):
             apply_op_select_format(package, op, module, path)
+
+
+def _line_of(path: Path, name: str) -> int | None:
+    """The line where a module assigns ``name`` (for located errors), None if not found."""
+    try:
+        lines = path.read_text("utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    for n, text in enumerate(lines, 1):
+        if text.startswith(name) and text[len(name) :].lstrip().startswith(("=", ":")):
+            return n
+    return None
 
 
 def apply_op_select_format(package: OpPackage, op: OpSpec, module: ModuleType, path: Path) -> None:

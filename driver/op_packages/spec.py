@@ -45,6 +45,7 @@ CANONICAL_DATATYPES = [
     "FLOAT_16",
     "FLOAT_32",
     "FLOAT_64",
+    "BFLOAT_16",
     "STRING",
 ]
 
@@ -59,6 +60,21 @@ SNPE_DATATYPES = {
 BACKEND_SPECIFIC = "BACKEND_SPECIFIC"
 RANKS = ("SCALAR", "1D", "2D", "3D", "4D", "5D", "ND")
 LAYOUTS = ("NHWC", "NHCW", "NCHW", "UNDEFINED", BACKEND_SPECIFIC)
+
+
+def decode_utf8(source: str, data: bytes) -> str:
+    """A config file's text; bytes that are not UTF-8 are refused with their line."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        bad = data[exc.start : exc.end].hex(" ")
+        raise ConfigError(
+            source,
+            line,
+            "file",
+            f"not UTF-8 (byte {bad} at offset {exc.start}); save the file as UTF-8",
+        ) from None
 
 
 class ConfigError(ValueError):
@@ -426,11 +442,26 @@ def check_package(spec: PackageSpec, line_of: dict[str, int] | None = None) -> N
                         f"SupplementalOpDef {op_name} tensor {tname!r} (backend {b.name})",
                         "OnlyDefaultSupported needs a Default in the OpDef",
                     )
+    for op in spec.ops:
+        for t in (*op.inputs, *op.params):
+            if t.default is not None:
+                check_default(src, op, t)
     # BACKEND_SPECIFIC must be resolved by every backend that runs the op
     for op in spec.ops:
         for t in (*op.inputs, *op.outputs, *op.params):
             if BACKEND_SPECIFIC not in t.datatypes:
                 continue
+            listed = {b.name.lower() for b in spec.backends}
+            missing = [b for b in op.supported_backends if b.lower() not in listed]
+            if not spec.backends or missing:
+                names = ", ".join(missing) if missing else "any backend"
+                raise ConfigError(
+                    src,
+                    t.line,
+                    f"{op.name} {t.kind} {t.name!r}",
+                    f"Datatype BACKEND_SPECIFIC needs a SupplementalOpDefList giving it a "
+                    f"Datatype, but there is none for {names}",
+                )
             for b in spec.backends:
                 if not spec.runs_on(b.name, op)[0]:
                     continue
@@ -443,3 +474,104 @@ def check_package(spec: PackageSpec, line_of: dict[str, int] | None = None) -> N
                         f"Datatype BACKEND_SPECIFIC but backend {b.name} gives no "
                         "SupplementalOpDef Datatype for it",
                     )
+
+
+#: datatype family -> the Python values a Default of that datatype may hold
+_INTEGER_RANGES = {
+    "INT_8": (-(2**7), 2**7 - 1),
+    "INT_16": (-(2**15), 2**15 - 1),
+    "INT_32": (-(2**31), 2**31 - 1),
+    "INT_64": (-(2**63), 2**63 - 1),
+    "UINT_8": (0, 2**8 - 1),
+    "UINT_16": (0, 2**16 - 1),
+    "UINT_32": (0, 2**32 - 1),
+    "UINT_64": (0, 2**64 - 1),
+    "SFIXED_POINT_8": (-(2**7), 2**7 - 1),
+    "SFIXED_POINT_16": (-(2**15), 2**15 - 1),
+    "SFIXED_POINT_32": (-(2**31), 2**31 - 1),
+    "UFIXED_POINT_8": (0, 2**8 - 1),
+    "UFIXED_POINT_16": (0, 2**16 - 1),
+    "UFIXED_POINT_32": (0, 2**32 - 1),
+}
+_FLOATS = ("FLOAT_16", "FLOAT_32", "FLOAT_64", "BFLOAT_16")
+_RANK_DEPTH = {"SCALAR": 0, "1D": 1, "2D": 2, "3D": 3, "4D": 4, "5D": 5}
+
+
+def _value_fits(value: Any, datatype: str) -> bool:
+    """Whether one (scalar) Default element is a value of ``datatype``."""
+    if datatype == BACKEND_SPECIFIC:
+        return isinstance(value, (bool, int, float))
+    if datatype == "BOOL_8":
+        return isinstance(value, bool) or (isinstance(value, int) and value in (0, 1))
+    if datatype in _FLOATS:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if datatype in _INTEGER_RANGES:
+        lo, hi = _INTEGER_RANGES[datatype]
+        return isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi
+    return True  # STRING and friends are refused elsewhere, with their own message
+
+
+def _depth(value: Any) -> int | None:
+    """Nesting depth of a (rectangular or not) list value; None if ragged in depth."""
+    if not isinstance(value, list):
+        return 0
+    if not value:
+        return 1
+    depths = {_depth(v) for v in value}
+    if len(depths) != 1 or None in depths:
+        return None
+    return 1 + depths.pop()  # type: ignore[operator]
+
+
+def _leaves(value: Any) -> list[Any]:
+    if isinstance(value, list):
+        return [x for v in value for x in _leaves(v)]
+    return [value]
+
+
+def check_default(src: str, op: OpSpec, t: TensorSpec) -> None:
+    """A Default must be a value of the tensor: within its Enumeration, of one of its
+    Datatypes, and nested as deep as its Rank says (a SCALAR is a plain value)."""
+    what = f"{op.name} {t.kind} {t.name!r}"
+    d = t.default
+    if t.enum:
+        if not isinstance(d, int) or isinstance(d, bool) or not 0 <= d < len(t.enum):
+            allowed = ", ".join(f"{i}={e}" for i, e in enumerate(t.enum))
+            raise ConfigError(
+                src,
+                t.line,
+                what,
+                f"Default {d!r} is not in the Enumeration; expected an index or name of "
+                f"{allowed}",
+            )
+        return
+    if isinstance(d, str):
+        raise ConfigError(
+            src, t.line, what, f"Default {d!r} is not a number, boolean or list of them"
+        )
+    depth = _depth(d)
+    want = _RANK_DEPTH.get(t.rank or "")
+    scalar = t.scalar or t.rank == "SCALAR"
+    if scalar and depth != 0:
+        raise ConfigError(src, t.line, what, f"Default {d!r} is a list; the Rank is SCALAR")
+    if want is not None and not scalar and depth not in (want, 0):
+        # a plain number for a tensor means "filled with it" only when the Rank allows
+        raise ConfigError(
+            src,
+            t.line,
+            what,
+            f"Default {d!r} is nested {depth} deep; Rank {t.rank} needs {want}",
+        )
+    if depth is None:
+        raise ConfigError(src, t.line, what, f"Default {d!r} mixes lists and plain values")
+    types = t.datatypes
+    if not types:
+        return
+    for leaf in _leaves(d):
+        if not any(_value_fits(leaf, dt) for dt in types):
+            raise ConfigError(
+                src,
+                t.line,
+                what,
+                f"Default value {leaf!r} is not a {'/'.join(types)} value",
+            )

@@ -16,9 +16,16 @@ def soft_clip_f16(x, *, limit=1.0):
 
 
 @implementation(cost=GLACIAL)
-def soft_clip(x, *, limit=1.0):
-    """Any type the definition allows (FLOAT_32 on CPU)."""
-    return limit * np.tanh(x / np.asarray(limit, x.dtype))
+def soft_clip(x, *, limit=1.0, operands=None):
+    """Any type the definition allows: floats directly, quantized ones through their real
+    values (scale and zeroPoint from ``operands``)."""
+    if x.dtype.kind == "f":
+        return limit * np.tanh(x / np.asarray(limit, x.dtype))
+    xi, yo = operands["inputs"][0], operands["outputs"][0]
+    real = (x.astype(np.float32) - xi.zeroPoint) * xi.scale
+    y = np.float32(limit) * np.tanh(real / np.float32(limit))
+    info = np.iinfo(x.dtype)
+    return np.clip(np.round(y / yo.scale) + yo.zeroPoint, info.min, info.max).astype(x.dtype)
 
 
 @implementation(cost=FAST, types={"x": "UFIXED_POINT_8"})

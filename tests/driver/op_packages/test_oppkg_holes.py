@@ -1,0 +1,477 @@
+"""Regression tests: op-package definitions that used to be accepted although invalid,
+vendor keys that used to be refused although valid, rules checked at load, extension
+operand types through model files, generated docstrings and `validate`'s ok line."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from nnhal.driver.device import Device
+from nnhal.driver.op_packages import load_config
+from nnhal.driver.op_packages.discovery import discover, load_path
+from nnhal.driver.op_packages.generator import kernel_source
+from nnhal.driver.op_packages.spec import ConfigError
+from nnhal.tools.cli import main
+
+from nnhal.builder import ModelBuilder
+from nnhal.errors import InvalidArgument
+from nnhal.types import OperandType as T
+
+
+def _xml(body: str, supplements: str = "", name: str = "Pkg") -> str:
+    return textwrap.dedent(
+        f"""\
+        <?xml version="1.0" encoding="UTF-8"?>
+        <OpDefCollection PackageName="{name}" Domain="org.test" Version="1.0">
+          <OpDefList>
+            <OpDef>
+              <Name>MyOp</Name>
+              <Input><Name>x</Name><Datatype>QNN_DATATYPE_FLOAT_32</Datatype></Input>
+              <Output><Name>y</Name><Datatype>QNN_DATATYPE_FLOAT_32</Datatype></Output>
+        {body}
+            </OpDef>
+          </OpDefList>
+        {supplements}
+        </OpDefCollection>
+        """
+    )
+
+
+def _param(datatype: str, default: str, rank: str = "SCALAR", enum: str = "") -> str:
+    enum_xml = f"<Enumeration>{enum}</Enumeration>" if enum else ""
+    return (
+        f"      <Parameter><Name>mode</Name><Mandatory>false</Mandatory>\n"
+        f"        <Datatype>{datatype}</Datatype><Shape><Rank>{rank}</Rank></Shape>\n"
+        f"        <Default>{default}</Default>{enum_xml}</Parameter>"
+    )
+
+
+def _refused(tmp_path: Path, name: str, text: str | bytes) -> ConfigError:
+    path = tmp_path / name
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value).startswith(f"{path}:{info.value.line}: "), str(info.value)
+    assert info.value.line is not None
+    return info.value
+
+
+# -- definitions that must be refused -------------------------------------------------
+
+
+def test_backend_specific_without_supplemental_list_refused(tmp_path: Path) -> None:
+    text = _xml("").replace(
+        "<Input><Name>x</Name><Datatype>QNN_DATATYPE_FLOAT_32</Datatype>",
+        "<Input><Name>x</Name><Datatype>BACKEND_SPECIFIC</Datatype>",
+    )
+    err = _refused(tmp_path, "bs.xml", text)
+    assert err.line == 6 and err.element == "MyOp input 'x'"
+    assert "BACKEND_SPECIFIC needs a SupplementalOpDefList" in err.detail
+
+
+def test_backend_specific_backend_without_list_refused(tmp_path: Path) -> None:
+    text = _xml(
+        "      <SupportedBackend>CPU</SupportedBackend><SupportedBackend>HTP</SupportedBackend>",
+        """<SupplementalOpDefList Backend="CPU"><SupplementalOpDef><Name>MyOp</Name>
+          <Input><Name>x</Name><Datatype>QNN_DATATYPE_FLOAT_32</Datatype></Input>
+          </SupplementalOpDef></SupplementalOpDefList>""",
+    ).replace(
+        "<Input><Name>x</Name><Datatype>QNN_DATATYPE_FLOAT_32</Datatype></Input>\n      <Out",
+        "<Input><Name>x</Name><Datatype>BACKEND_SPECIFIC</Datatype></Input>\n      <Out",
+        1,
+    )
+    err = _refused(tmp_path, "bs2.xml", text)
+    assert "there is none for HTP" in err.detail
+
+
+@pytest.mark.parametrize(
+    ("param", "fragment"),
+    [
+        (_param("QNN_DATATYPE_UINT_32", "7", enum="<Enum>a</Enum><Enum>b</Enum>"),
+         "Default 7 is not in the Enumeration"),
+        (_param("QNN_DATATYPE_UINT_32", "-1", enum="<Enum>a</Enum><Enum>b</Enum>"),
+         "Default -1 is not in the Enumeration"),
+        (_param("QNN_DATATYPE_INT_32", "1.5"), "Default value 1.5 is not a INT_32 value"),
+        (_param("QNN_DATATYPE_UINT_8", "300"), "Default value 300 is not a UINT_8 value"),
+        (_param("QNN_DATATYPE_BOOL_8", "2"), "Default value 2 is not a BOOL_8 value"),
+        (_param("QNN_DATATYPE_FLOAT_32", "fast"), "Default 'fast' is not a number"),
+        (_param("QNN_DATATYPE_FLOAT_32", "[1.0, 2.0]"), "is a list; the Rank is SCALAR"),
+        (_param("QNN_DATATYPE_INT_32", "[[1, 2], [3, 4]]", rank="1D"),
+         "nested 2 deep; Rank 1D needs 1"),
+    ],
+)  # fmt: skip
+def test_default_checked_against_enum_datatype_rank(
+    tmp_path: Path, param: str, fragment: str
+) -> None:
+    err = _refused(tmp_path, "d.xml", _xml(param))
+    assert err.element == "MyOp param 'mode'" and err.line == 8
+    assert fragment in err.detail
+
+
+def test_good_defaults_still_load(tmp_path: Path) -> None:
+    for param in (
+        _param("QNN_DATATYPE_UINT_32", "1", enum="<Enum>a</Enum><Enum>b</Enum>"),
+        _param("QNN_DATATYPE_UINT_32", "b", enum="<Enum>a</Enum><Enum>b</Enum>"),
+        _param("QNN_DATATYPE_FLOAT_32", "2"),
+        _param("QNN_DATATYPE_BOOL_8", "true"),
+        _param("QNN_DATATYPE_INT_32", "[1, 2]", rank="1D"),
+    ):
+        path = tmp_path / "ok.xml"
+        path.write_text(_xml(param))
+        (spec,) = load_config(path)
+        assert spec.ops[0].params[0].default is not None
+
+
+def test_snpe_per_core_core_missing_from_core_types(tmp_path: Path) -> None:
+    text = textwrap.dedent(
+        """\
+        {"UdoPackage_0": {"UDO_PACKAGE_NAME": "P", "Operators": [{
+          "type": "Op",
+          "core_types": ["CPU"],
+          "inputs": [{"name": "x",
+                      "per_core_data_types": {"CPU": "FLOAT_32", "DSP": "FIXED_8"}}],
+          "outputs": [{"name": "y", "data_type": "FLOAT_32"}]
+        }]}}
+        """
+    )
+    err = _refused(tmp_path, "p.json", text)
+    assert err.line == 5
+    assert "core 'DSP' is not in the operator's core_types (CPU)" in err.detail
+
+
+INI = """\
+[MyOp]
+input0.name=x
+input0.dtype=float16,float
+output0.name=y
+output0.dtype=float16,float
+attr.list=mode
+attr_mode.type=int
+attr_mode.value=1,3,5
+attr_mode.paramType=optional
+attr_mode.defaultValue={default}
+"""
+
+
+def test_ini_default_outside_value_list(tmp_path: Path) -> None:
+    err = _refused(tmp_path, "ops.ini", INI.format(default=4))
+    assert err.line == 10 and err.element == "[MyOp] attr_mode.defaultValue"
+    assert "4 is not in attr_mode.value (1,3,5)" in err.detail
+    path = tmp_path / "ok.ini"
+    path.write_text(INI.format(default=3))
+    (spec,) = load_config(path)
+    assert spec.ops[0].params[0].default == 3
+
+
+def test_non_utf8_ini_and_json_refused_with_line(tmp_path: Path) -> None:
+    ini = INI.format(default=3).replace("output0.name=y", "output0.name=y\xe9").encode("latin-1")
+    err = _refused(tmp_path, "latin.ini", ini)
+    assert err.line == 4 and "not UTF-8 (byte e9" in err.detail
+    js = b'{\n "UdoPackage_0": {\n  "UDO_PACKAGE_NAME": "P\xff"}}'
+    err = _refused(tmp_path, "latin.json", js)
+    assert err.line == 3 and "not UTF-8 (byte ff" in err.detail
+
+
+# -- vendor keys that must be accepted -----------------------------------------------
+
+
+def test_ascend_keys_accepted_with_meaning(tmp_path: Path) -> None:
+    path = tmp_path / "more_ops.ini"
+    path.write_text(
+        textwrap.dedent(
+            """\
+            [PadIt]
+            input0.name=x
+            input0.dtype=bfloat16,float
+            output0.name=y
+            output0.dtype=bfloat16,float
+            attr.list=pads
+            attr_pads.type=listListInt
+            dynamicShapeSupport.flag=true
+            dynamicRankSupport.flag=false
+            jitCompile.flag=true
+            """
+        )
+    )
+    (spec,) = load_config(path)
+    op = spec.ops[0]
+    assert op.inputs[0].datatypes == ("BFLOAT_16", "FLOAT_32")
+    pads = op.params[0]
+    assert (pads.rank, pads.datatypes, pads.scalar) == ("2D", ("INT_32",), False)
+    assert op.metadata["dynamicShapeSupport"] is True
+    assert op.metadata["dynamicRankSupport"] is False
+    (ext,) = Device(op_packages=[p for p in load_path(path)]).getSupportedExtensions()
+    assert (10, True, 2) in {(t.type, t.isTensor, t.byteSize) for t in ext.operandTypes}
+    bad = tmp_path / "bad_flag.ini"
+    bad.write_text(path.read_text().replace("jitCompile.flag=true", "jitCompile.flag=maybe"))
+    err = _refused(tmp_path, "bad_flag.ini", bad.read_bytes())
+    assert err.line == 10 and "'maybe' is not true/false" in err.detail
+
+
+# -- rules checked at load -------------------------------------------------------------
+
+
+RULE_XML = _xml("").replace("MyOp", "Scale")
+
+
+def _package_with_rule(tmp_path: Path, rule: str) -> Path:
+    config = tmp_path / "rules.xml"
+    config.write_text(RULE_XML.replace('PackageName="Pkg"', 'PackageName="RulePkg"'))
+    kernels = tmp_path / "kernels"
+    kernels.mkdir(exist_ok=True)
+    (kernels / "scale.py").write_text(
+        textwrap.dedent(
+            f"""\
+            from nnhal.driver.op_packages.rules import EARLY, Rule
+            from nnhal.driver.op_packages.runtime import implementation
+
+
+            @implementation()
+            def scale(x):
+                return x * 2
+
+
+            RULES = [
+                Rule(name="r", priority=EARLY, pattern=("RELU", ("Scale", "x")),
+                     replacement={rule})
+            ]
+            """
+        )
+    )
+    return config
+
+
+@pytest.mark.parametrize(
+    ("replacement", "fragment"),
+    [
+        ('("Scale", ("RELU", "x"))', "replacement argument ('RELU', 'x') is a nested pattern"),
+        ('("OtherPkg::MyScale", "x")', "names package 'OtherPkg'; a rule may name NNAPI"),
+        ('("Scale", "z")', "replacement variable 'z' is not bound by the pattern"),
+        ('("NoSuchOp", "x")', "'NoSuchOp' is neither an NNAPI operation nor one of package"),
+    ],
+)
+def test_bad_rules_refused_when_the_package_loads(
+    tmp_path: Path, replacement: str, fragment: str
+) -> None:
+    config = _package_with_rule(tmp_path, replacement)
+    with pytest.raises(ConfigError) as info:
+        load_path(config)
+    assert str(info.value).startswith(f"{tmp_path / 'kernels' / 'scale.py'}:10: RULES: ")
+    assert fragment in str(info.value)
+    packages, skipped = discover([config], entry_points=False)
+    assert packages == [] and fragment in skipped[0].error
+
+
+def test_own_package_prefix_in_rules_resolves(tmp_path: Path) -> None:
+    config = _package_with_rule(tmp_path, '("RulePkg::Scale", "x")')
+    (package,) = load_path(config)
+    assert len(package.rules) == 1
+
+
+# -- generated docstrings, validate --------------------------------------------------
+
+
+def test_generated_docstring_names_extension_types(tmp_path: Path) -> None:
+    path = tmp_path / "i64.xml"
+    path.write_text(
+        _xml("").replace(
+            "<Output><Name>y</Name><Datatype>QNN_DATATYPE_FLOAT_32",
+            "<Output><Name>y</Name><Datatype>QNN_DATATYPE_INT_64",
+        )
+    )
+    (spec,) = load_config(path)
+    text = kernel_source(spec, spec.ops[0], None)
+    assert "y: INT_64 -> extension INT_64" in text
+    assert "x: FLOAT_32 -> TENSOR_FLOAT32" in text
+
+
+def test_validate_ok_line_does_not_list_operations(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    ops = "".join(
+        f"<OpDef><Name>Op{i}</Name>"
+        "<Input><Name>x</Name><Datatype>QNN_DATATYPE_FLOAT_32</Datatype></Input>"
+        "<Output><Name>y</Name><Datatype>QNN_DATATYPE_FLOAT_32</Datatype></Output></OpDef>"
+        for i in range(500)
+    )
+    path = tmp_path / "big.xml"
+    path.write_text(
+        '<OpDefCollection PackageName="Big" Domain="org.test">'
+        f"<OpDefList>{ops}</OpDefList></OpDefCollection>"
+    )
+    assert main(["oppkg", "validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert out == f"{path}: ok: extension org.test.big (500 operations; backends -)\n"
+
+
+# -- the device: enumeration values and extension operand types ------------------------
+
+ENUM_PKG = "org.test.pkg"
+
+
+def _enum_package(tmp_path: Path):
+    config = tmp_path / "enum.xml"
+    config.write_text(
+        _xml(_param("QNN_DATATYPE_INT_32", "0", enum="<Enum>lo</Enum><Enum>hi</Enum>"))
+    )
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "my_op.py").write_text(
+        "from nnhal.driver.op_packages.runtime import implementation\n\n\n"
+        "@implementation()\ndef my_op(x, *, mode=0):\n    return x * (mode + 1)\n"
+    )
+    return load_path(config)
+
+
+def _enum_model(mode: int):
+    mb = ModelBuilder()
+    mb.extension(ENUM_PKG, 3)
+    g = mb.main
+    x = g.input(T.TENSOR_FLOAT32, [2])
+    y = g.output(T.TENSOR_FLOAT32, [2])
+    g.operation((3 << 16) | 0, [x, g.constant(T.INT32, mode)], [y])
+    return mb.build()
+
+
+def test_enumeration_value_in_range_supported(tmp_path: Path) -> None:
+    device = Device(op_packages=_enum_package(tmp_path))
+    assert device.getSupportedOperations_1_3(_enum_model(1)) == [True]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="PackageOp.check (driver/backends/op_package.py, not this package's file) does not "
+    "compare a constant parameter with its Enumeration",
+)
+def test_enumeration_value_out_of_range_unsupported(tmp_path: Path) -> None:
+    device = Device(op_packages=_enum_package(tmp_path))
+    assert device.getSupportedOperations_1_3(_enum_model(7)) == [False]
+
+
+def _two_op_package(tmp_path: Path):
+    """Op 0 (INT_64 output, an extension type) on CPU; op 1 only on HTP."""
+    config = tmp_path / "i64.xml"
+    config.write_text(
+        textwrap.dedent(
+            """\
+            <OpDefCollection PackageName="Wide" Domain="org.test">
+              <OpDefList>
+                <OpDef><Name>Widen</Name>
+                  <Input><Name>x</Name><Datatype>QNN_DATATYPE_INT_32</Datatype></Input>
+                  <Output><Name>y</Name><Datatype>QNN_DATATYPE_INT_64</Datatype></Output>
+                </OpDef>
+                <OpDef><Name>HtpOnly</Name>
+                  <Input><Name>x</Name><Datatype>QNN_DATATYPE_INT_32</Datatype></Input>
+                  <Output><Name>y</Name><Datatype>QNN_DATATYPE_INT_32</Datatype></Output>
+                  <SupportedBackend>HTP</SupportedBackend>
+                </OpDef>
+              </OpDefList>
+            </OpDefCollection>
+            """
+        )
+    )
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "widen.py").write_text(
+        "import numpy as np\nfrom nnhal.driver.op_packages.runtime import implementation\n\n\n"
+        "@implementation()\ndef widen(x):\n    return x.astype(np.int64) * 3_000_000_000\n"
+    )
+    (tmp_path / "kernels" / "htp_only.py").write_text(
+        "from nnhal.driver.op_packages.runtime import implementation\n\n\n"
+        "@implementation()\ndef htp_only(x):\n    return x\n"
+    )
+    return load_path(config)
+
+
+def _widen_model():
+    mb = ModelBuilder()
+    mb.extension("org.test.wide", 5)
+    g = mb.main
+    x = g.input(T.TENSOR_INT32, [3])
+    y = g.output((5 << 16) | 0, [3])
+    g.operation((5 << 16) | 0, [x], [y])
+    return mb.build()
+
+
+def test_extension_output_runs_when_every_op_is_supported(tmp_path: Path) -> None:
+    device = Device(op_packages=_two_op_package(tmp_path), package_backend="HTP")
+    assert device.getSupportedOperations_1_3(_widen_model()) == [True]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=InvalidArgument,
+    reason="ModelExtensions.operand_type_error (driver/extensions.py) takes the operand "
+    "types from hal_extensions(), which leaves out a package with any operation the "
+    "device's backend does not run",
+)
+def test_extension_output_accepted_when_another_op_is_unsupported(tmp_path: Path) -> None:
+    device = Device(op_packages=_two_op_package(tmp_path), package_backend="CPU")
+    assert device.getSupportedOperations_1_3(_widen_model()) == [True]
+
+
+def test_extension_typed_operands_round_trip_through_vectors(tmp_path: Path) -> None:
+    from nnhal.vectors import TestModel, load_vectors, save_vectors
+
+    x = np.array([1, -2, 3], np.int32)
+    expected = x.astype(np.int64) * 3_000_000_000
+    path = tmp_path / "wide.json"
+    test = TestModel(name="wide", model=_widen_model(), inputs=[x], expected=[expected],
+                     expected_shapes=[(3,)], output_types=[5 << 16], ignored=[False])  # fmt: skip
+    save_vectors(path, [test])
+    (loaded,) = load_vectors(path)
+    assert loaded.expected[0].dtype == np.int64
+    np.testing.assert_array_equal(loaded.expected[0], expected)
+    assert loaded.model.main.operands[1].type == (5 << 16)
+
+
+def test_own_package_prefix_rule_fires(tmp_path: Path) -> None:
+    from nnhal.driver.extensions import ExtensionSet
+    from nnhal.driver.op_packages.rules import apply_rules
+
+    from nnhal.types import OperationType
+
+    config = _package_with_rule(tmp_path, '("RulePkg::Scale", "x")')
+    (package,) = load_path(config)
+    mb = ModelBuilder()
+    mb.extension("org.test.rule_pkg", 4)
+    g = mb.main
+    x = g.input(T.TENSOR_FLOAT32, [2])
+    t = g.temporary(T.TENSOR_FLOAT32, [2])
+    y = g.output(T.TENSOR_FLOAT32, [2])
+    g.operation((4 << 16) | 0, [x], [t])
+    g.operation(OperationType.RELU, [t], [y])
+    model, log = apply_rules(mb.build(), package.rules, ExtensionSet([package], "CPU"))
+    assert [op.type for op in model.main.operations] == [(4 << 16) | 0]
+    assert log == ["rule 'r' (priority 2000): subgraph 0, operations [0, 1] -> RulePkg::Scale"]
+
+
+def test_extension_output_runs_on_the_device(tmp_path: Path) -> None:
+    """The driver computes an extension-typed (INT_64) output in its element type."""
+    device = Device(op_packages=_two_op_package(tmp_path), package_backend="HTP")
+    x = np.array([1, -2, 3], np.int32)
+    (out,) = device.prepareModel_1_3(_widen_model()).compiled.run([x])
+    np.testing.assert_array_equal(out, x.astype(np.int64) * 3_000_000_000)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=ValueError,
+    reason="nnhal._client_io.IoPlan (not this package's file) refuses outputs whose type has "
+    "no numpy layout; it needs the output dtype from the caller",
+)
+def test_client_returns_extension_typed_outputs(tmp_path: Path) -> None:
+    from nnhal.driver.service import create_server
+
+    from nnhal.client import connect
+
+    device = Device(op_packages=_two_op_package(tmp_path), package_backend="HTP")
+    server, address = create_server(device, "127.0.0.1:0")
+    try:
+        prepared = connect(address).prepareModel_1_3(_widen_model())
+        x = np.array([1, -2, 3], np.int32)
+        result = prepared.execute([x])
+        assert result.outputs[0].tobytes() == (x.astype(np.int64) * 3_000_000_000).tobytes()
+    finally:
+        server.stop(None)

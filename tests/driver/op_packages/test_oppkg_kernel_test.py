@@ -1,0 +1,174 @@
+"""`nnhal oppkg test`, `nnhal oppkg rules`, and op packages for the in-process driver."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from nnhal.tools.cli import main
+from repo_paths import REPO_ROOT
+
+EXAMPLES = REPO_ROOT / "examples"
+
+CONFIG = """\
+<OpDefCollection PackageName="Twice" Domain="org.test">
+  <OpDefList>
+    <OpDef><Name>Twice</Name>
+      <Input><Name>x</Name>{types}<Shape><Rank>ND</Rank></Shape></Input>
+      <Output><Name>y</Name>{types}<Shape><Rank>ND</Rank></Shape></Output>
+    </OpDef>
+  </OpDefList>
+</OpDefCollection>
+"""
+
+
+def _package(tmp_path: Path, types: list[str], kernel: str) -> Path:
+    config = tmp_path / "twice.xml"
+    config.write_text(
+        CONFIG.format(types="".join(f"<Datatype>QNN_DATATYPE_{t}</Datatype>" for t in types))
+    )
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "twice.py").write_text(textwrap.dedent(kernel))
+    return config
+
+
+def test_kernel_off_by_1e3_relative_exits_1(tmp_path: Path, capsys) -> None:
+    config = _package(
+        tmp_path,
+        ["FLOAT_32"],
+        """\
+        import numpy as np
+        from nnhal.driver.op_packages.runtime import FAST, GLACIAL, implementation
+
+
+        @implementation(cost=FAST, types={"x": "FLOAT_32"})
+        def twice_fast(x):
+            return (x * 2 * np.float32(1.001)).astype(np.float32)
+
+
+        @implementation(cost=GLACIAL)
+        def twice(x):
+            return x * 2
+        """,
+    )
+    assert main(["oppkg", "test", str(config), "--examples", "15", "--seed", "3"]) == 1
+    out = capsys.readouterr().out
+    assert "reference: generic implementation twice" in out
+    bad = [line for line in out.splitlines() if "DISAGREEMENT" in line]
+    assert bad and all("Twice on CPU, case " in line for line in bad)
+    assert all("implementation twice_fast differs from the reference" in line for line in bad)
+    assert "x FLOAT_32[" in bad[0]
+    assert out.rstrip().endswith(f"{len(bad)} disagreement(s)")
+
+
+def test_definition_claims_a_type_the_kernel_mishandles_exits_1(tmp_path: Path, capsys) -> None:
+    config = _package(
+        tmp_path,
+        ["FLOAT_32", "INT_32"],
+        """\
+        from nnhal.driver.op_packages.runtime import implementation
+
+
+        @implementation()
+        def twice(x):
+            if x.dtype.kind != "f":
+                raise TypeError(f"twice: floats only, got {x.dtype}")
+            return x * 2
+        """,
+    )
+    ref = tmp_path / "ref.py"
+    ref.write_text("def twice(x):\n    return x * 2\n")
+    code = main(["oppkg", "test", str(config), "--reference", str(ref), "--examples", "25"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "reference: --reference nnhal_oppkg_reference.twice" in out
+    bad = [line for line in out.splitlines() if "DISAGREEMENT" in line]
+    assert bad
+    assert all("x INT_32[" in line and "Twice on CPU, case" in line for line in bad), bad
+    assert any("implementation twice failed" in line and "floats only" in line for line in bad)
+    assert any("supported, but running it failed" in line for line in bad)
+
+
+@pytest.mark.parametrize(
+    "config",
+    ["qnn_xml/soft_clip.xml", "snpe_json/scale_shift.json", "ascend_ini/square_add.ini"],
+)
+def test_shipped_examples_pass(config: str, capsys) -> None:
+    assert main(["oppkg", "test", str(EXAMPLES / config), "--examples", "15"]) == 0
+    out = capsys.readouterr().out
+    assert "DISAGREEMENT" not in out and out.rstrip().endswith("0 disagreement(s)")
+    assert " supported " in out
+
+
+@pytest.mark.parametrize(
+    "config", ["snpe_json/scale_shift.json", "ascend_ini/square_add.ini"]
+)
+def test_shipped_examples_agree_with_their_references(config: str, capsys) -> None:
+    path = EXAMPLES / config
+    ref = path.parent / "reference.py"
+    assert main(["oppkg", "test", str(path), "--reference", str(ref), "--examples", "15"]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if line.startswith("    ")]
+    # every backend's kernel ran and was compared with the reference, none disagreeing
+    assert rows and all(int(r[4]) > 0 and r[5] == f"{r[4]}/{r[4]}" for r in rows), rows
+
+
+def test_shipped_reference_checks_quantized_and_override_kernels(capsys) -> None:
+    config = EXAMPLES / "qnn_xml" / "soft_clip.xml"
+    ref = EXAMPLES / "qnn_xml" / "reference.py"
+    assert main(["oppkg", "test", str(config), "--reference", str(ref), "--examples", "25"]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if line.startswith("    soft_clip_u8")]
+    # on HTP the UFIXED_POINT_8 kernel ran and was compared with the reference
+    assert any(int(r[4]) > 0 and r[5] == f"{r[4]}/{r[4]}" for r in rows), rows
+
+
+def test_override_compared_with_the_builtin_operation(capsys) -> None:
+    config = EXAMPLES / "qnn_xml" / "soft_clip.xml"
+    assert main(["oppkg", "test", str(config), "--examples", "10"]) == 0
+    out = capsys.readouterr().out
+    assert "Relu on CPU:" in out and "reference: built-in RELU (the operation it overrides)" in out
+
+
+def test_bad_reference_module_is_a_usage_error(tmp_path: Path, capsys) -> None:
+    config = EXAMPLES / "ascend_ini" / "square_add.ini"
+    missing = str(tmp_path / "nope.py")
+    assert main(["oppkg", "test", str(config), "--reference", missing]) == 2
+    assert "nnhal oppkg test: error:" in capsys.readouterr().err
+
+
+def test_rules_shows_what_fires(capsys) -> None:
+    model = EXAMPLES / "qnn_xml" / "model.json"
+    config = EXAMPLES / "qnn_xml" / "soft_clip.xml"
+    args = ["oppkg", "rules", str(model), "--op-package", str(config), "--no-entry-points"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "fired: rule 'fuse ADD + SoftClip' (priority 2000): subgraph 2, operations [0, 1]" in out
+    assert "subgraph 2: 3 -> 2 operations" in out
+    # without the package nothing fires
+    assert main(["oppkg", "rules", str(model), "--no-entry-points"]) == 0
+    assert "no rule matches this model" in capsys.readouterr().out
+
+
+def test_in_process_commands_load_op_packages(capsys) -> None:
+    model = str(EXAMPLES / "snpe_json" / "model.json")
+    config = str(EXAMPLES / "snpe_json" / "scale_shift.json")
+    assert main(["supported", model, "--op-package", config]) == 0
+    assert json.loads(capsys.readouterr().out)["supported"] == [True]
+    assert main(["run", model, "--op-package", config]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "NONE"
+    assert main(["vectors", model, "--op-package", config, "--no-progress"]) == 0
+    # without it the model's extension is unknown to the device
+    assert main(["supported", model]) == 1
+    assert "INVALID_ARGUMENT" in capsys.readouterr().out
+
+
+def test_op_package_with_target_is_a_usage_error(capsys) -> None:
+    model = str(EXAMPLES / "snpe_json" / "model.json")
+    args = ["supported", model, "--target", "127.0.0.1:1", "--op-package", "x.json"]
+    assert main(args) == 2
+    assert "--op-package and --package-backend configure the in-process driver" in (
+        capsys.readouterr().err
+    )
