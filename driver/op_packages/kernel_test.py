@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from nnhal.driver.op_packages.nnapi_types import EXTENSION, nnapi_types
 from nnhal.driver.op_packages.runtime import Implementation, OpPackage
 from nnhal.driver.op_packages.spec import OpSpec, TensorSpec
