@@ -102,20 +102,14 @@ class ExtensionSet:
         """
         out = []
         for name, p in sorted(self.packages.items()):
-            if not all(p.spec.runs_on(self.backend, op)[0] for op in p.spec.ops):
-                continue
-            used = {dt for op in p.spec.ops for t in (*op.inputs, *op.outputs, *op.params)
-                    for dt in t.datatypes}  # fmt: skip
-            for b in p.spec.backends:
-                for tensors in b.overrides.values():
-                    for o in tensors.values():
-                        used.update(o.datatypes)
-            types = tuple(
-                OperandTypeInformation(type=c, isTensor=t, byteSize=s)
-                for c, t, s in extension_operand_types(used)
-            )
-            out.append(Extension(name=name, operandTypes=types))
+            if all(p.spec.runs_on(self.backend, op)[0] for op in p.spec.ops):
+                out.append(Extension(name=name, operandTypes=package_operand_types(p)))
         return tuple(out)
+
+    def operand_types(self, name: str) -> frozenset[int]:
+        """The extension operand type codes of package ``name`` (listed or not)."""
+        package = self.packages.get(name)
+        return frozenset(t.type for t in package_operand_types(package)) if package else frozenset()
 
     def for_model(self, model: Model) -> ModelExtensions:
         return ModelExtensions(self, model)
@@ -131,6 +125,21 @@ class ExtensionSet:
         from nnhal.driver.op_packages.rules import apply_rules
 
         return apply_rules(model, rules, self)[0]
+
+
+def package_operand_types(package: OpPackage) -> tuple[OperandTypeInformation, ...]:
+    """The extension operand types a package's definition uses (inputs, outputs,
+    parameters and every backend's overrides)."""
+    used = {dt for op in package.spec.ops for t in (*op.inputs, *op.outputs, *op.params)
+            for dt in t.datatypes}  # fmt: skip
+    for b in package.spec.backends:
+        for tensors in b.overrides.values():
+            for o in tensors.values():
+                used.update(o.datatypes)
+    return tuple(
+        OperandTypeInformation(type=c, isTensor=t, byteSize=s)
+        for c, t, s in extension_operand_types(used)
+    )
 
 
 class ModelExtensions:
@@ -154,9 +163,9 @@ class ModelExtensions:
         package = self.extensions.packages.get(name)
         if package is None:
             return self._unknown(name)
-        known = {t.type for e in self.extensions.hal_extensions() if e.name == name
-                 for t in e.operandTypes}  # fmt: skip
-        if code & 0xFFFF not in known:
+        # every operand type the package defines: a package that is only partly supported
+        # on this backend still has its types, for the operations that do run
+        if code & 0xFFFF not in self.extensions.operand_types(name):
             return f"extension {name!r} has no operand type {code & 0xFFFF}"
         return None
 

@@ -164,6 +164,10 @@ class PackageOp:
                 return f"{label} has rank {len(info.dimensions)}; the definition says {t.rank}"
             if t.kind == "input" and t.static and info.value is None:
                 return f"{label} is IsStaticTensor: it must be a constant operand"
+            if t.enum and info.value is not None:
+                why = _outside_enumeration(info.value, t.enum)
+                if why is not None:
+                    return f"{label} {why}"
             if t.name in self.only_default and not _is_default(info.value, t.default):
                 return (
                     f"{label}: backend {self.backend} supports only the Default "
@@ -404,3 +408,13 @@ def _is_default(value: Any, default: Any) -> bool:
         return False
     arr = np.asarray(value)
     return bool(np.array_equal(arr, np.asarray(default, dtype=arr.dtype)))
+
+
+def _outside_enumeration(value: Any, names: tuple[str, ...]) -> str | None:
+    """Why a constant parameter is not one of its Enumeration's values (None: it is)."""
+    values = np.asarray(value).ravel()
+    allowed = ", ".join(f"{i}={n}" for i, n in enumerate(names))
+    for v in values.tolist():
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < len(names):
+            return f"is {v}; its Enumeration allows {allowed}"
+    return None

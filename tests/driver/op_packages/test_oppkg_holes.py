@@ -17,7 +17,6 @@ from nnhal.driver.op_packages.spec import ConfigError
 from nnhal.tools.cli import main
 
 from nnhal.builder import ModelBuilder
-from nnhal.errors import InvalidArgument
 from nnhal.types import OperandType as T
 
 
@@ -340,14 +339,11 @@ def test_enumeration_value_in_range_supported(tmp_path: Path) -> None:
     assert device.getSupportedOperations_1_3(_enum_model(1)) == [True]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="PackageOp.check (driver/backends/op_package.py, not this package's file) does not "
-    "compare a constant parameter with its Enumeration",
-)
 def test_enumeration_value_out_of_range_unsupported(tmp_path: Path) -> None:
     device = Device(op_packages=_enum_package(tmp_path))
-    assert device.getSupportedOperations_1_3(_enum_model(7)) == [False]
+    supported, reasons = device.explainSupportedOperations(_enum_model(7))
+    assert supported == [False]
+    assert "is 7; its Enumeration allows 0=" in reasons[0]
 
 
 def _two_op_package(tmp_path: Path):
@@ -399,13 +395,6 @@ def test_extension_output_runs_when_every_op_is_supported(tmp_path: Path) -> Non
     assert device.getSupportedOperations_1_3(_widen_model()) == [True]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=InvalidArgument,
-    reason="ModelExtensions.operand_type_error (driver/extensions.py) takes the operand "
-    "types from hal_extensions(), which leaves out a package with any operation the "
-    "device's backend does not run",
-)
 def test_extension_output_accepted_when_another_op_is_unsupported(tmp_path: Path) -> None:
     device = Device(op_packages=_two_op_package(tmp_path), package_backend="CPU")
     assert device.getSupportedOperations_1_3(_widen_model()) == [True]
