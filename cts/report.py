@@ -2,6 +2,8 @@
 
 - ``summary_line``: "N passed, M failed, K skipped" followed by the other
   outcomes that occurred (xfail, xpass, timed out, errors);
+- ``skipped_families_line``: every family whose tests were all skipped, with
+  the reason (a summary must never hide a family that did not run);
 - ``family_table``: one row per family with the count of each outcome;
 - ``junit_xml``: one ``<testsuite>`` per family, ``<failure>`` for failed
   and timed-out tests, ``<error>`` for errors, ``<skipped>`` with the reason
@@ -28,6 +30,8 @@ __all__ = [
     "coverage_table",
     "family_table",
     "json_report",
+    "skipped_families",
+    "skipped_families_line",
     "summary_line",
     "write_json",
     "write_junit",
@@ -62,6 +66,28 @@ def summary_line(results: Sequence[Result]) -> str:
     head = [f"{n[o]} {_WORDS[o]}" for o in (Outcome.PASSED, Outcome.FAILED, Outcome.SKIPPED)]
     tail = [f"{n[o]} {_WORDS[o]}" for o in _ORDER[3:] if n[o]]
     return ", ".join(head + tail)
+
+
+def skipped_families(results: Sequence[Result], families: Sequence[str]) -> dict[str, str]:
+    """Families whose every test was skipped -> the most frequent skip reason."""
+    by_family: dict[str, list[Result]] = defaultdict(list)
+    for r in results:
+        by_family[r.family].append(r)
+    out: dict[str, str] = {}
+    for f in families:
+        rs = by_family.get(f)
+        if rs and all(r.outcome == Outcome.SKIPPED for r in rs):
+            reason, _ = Counter(r.message for r in rs).most_common(1)[0]
+            out[f] = reason
+    return out
+
+
+def skipped_families_line(results: Sequence[Result], families: Sequence[str]) -> str:
+    """"skipped whole: F (why); G (why)", or "" when every family ran something."""
+    skipped = skipped_families(results, families)
+    if not skipped:
+        return ""
+    return "skipped whole: " + "; ".join(f"{f} ({why})" for f, why in skipped.items())
 
 
 def family_table(results: Sequence[Result], families: Sequence[str]) -> str:

@@ -34,17 +34,28 @@ from nnhal._proto.v1_3 import device_pb2 as dpb
 from nnhal.builder import ModelBuilder
 from nnhal.errors import DeviceUnavailable, HalError
 from nnhal.types import (
+    OPERAND_TYPE_INFO,
     BufferDesc,
     BufferRole,
     DeviceStatus,
     DeviceType,
+    ErrorStatus,
     Model,
     OperandType,
     OperationType,
     operation_name,
 )
 
-__all__ = ["Capability", "Options", "Target", "add_model", "is_loopback", "probe_names"]
+__all__ = [
+    "PROBE_TYPES",
+    "Capability",
+    "Options",
+    "Probe",
+    "Target",
+    "add_model",
+    "is_loopback",
+    "probe_names",
+]
 
 
 @dataclass
@@ -57,15 +68,69 @@ class Options:
     vectors: tuple[str, ...] = ()
     specs: tuple[str, ...] = ()
     profile: str | None = None
+    #: a connected client Device giving the fuzz family's expected outputs (a second
+    #: endpoint: the suite never imports a driver); None = the fuzz family is skipped
+    oracle: Any = None
+    #: opt-in: deadlines the target ignores fail (the HAL lets a driver ignore them)
+    require_deadlines: bool = False
 
 
 @dataclass(frozen=True)
 class Capability:
-    """A probed capability: present or not, and why not."""
+    """A probed capability: present or not, and why not.
+
+    ``broken`` is set when the target offers the feature but the probe, a
+    valid use of it on a model the target supports, failed: every test that
+    needs the capability then FAILS with that message instead of skipping.
+    """
 
     present: bool
     reason: str = ""
     detail: Any = None
+    broken: str = ""
+
+    @property
+    def usable(self) -> bool:
+        """Offered and working: other families may use it as an extra path."""
+        return self.present and not self.broken
+
+
+#: the element types a probe model may use, in the order they are tried
+PROBE_TYPES = (
+    OperandType.TENSOR_FLOAT32,
+    OperandType.TENSOR_FLOAT16,
+    OperandType.TENSOR_QUANT8_ASYMM,
+    OperandType.TENSOR_QUANT8_ASYMM_SIGNED,
+)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """out = x + y on [2] tensors of one element type the target supports.
+
+    The values (1, 2) + (3, 4) are exact in every probe type (quantized ones
+    use scale 1 and zero point 0), so expected outputs are exact too.
+    """
+
+    element_type: int
+    model: Model
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(OPERAND_TYPE_INFO[self.element_type].dtype)
+
+    @property
+    def type_name(self) -> str:
+        return OperandType(self.element_type).name
+
+    def x(self) -> np.ndarray:
+        return np.array([1, 2], self.dtype)
+
+    def y(self) -> np.ndarray:
+        return np.array([3, 4], self.dtype)
+
+    def expected(self) -> np.ndarray:
+        return np.array([4, 6], self.dtype)
 
 
 def is_loopback(address: str) -> bool:
@@ -82,8 +147,9 @@ def add_model(element_type: int = OperandType.TENSOR_FLOAT32, dims=(2,)) -> Mode
     """out = a + b on two inputs: the small valid model capability probes use."""
     mb = ModelBuilder()
     g = mb.main
-    a, b = g.input(element_type, dims), g.input(element_type, dims)
-    out = g.output(element_type, dims)
+    quant = {"scale": 1.0} if element_type in (OperandType.TENSOR_QUANT8_ASYMM, OperandType.TENSOR_QUANT8_ASYMM_SIGNED) else {}
+    a, b = g.input(element_type, dims, **quant), g.input(element_type, dims, **quant)
+    out = g.output(element_type, dims, **quant)
     g.operation(OperationType.ADD, [a, b, g.constant(OperandType.INT32, 0)], [out])
     return mb.build()
 
@@ -186,6 +252,35 @@ class Target:
         with self._lock:
             return self._memo.setdefault(key, value)
 
+    # ---- the probe model ----
+
+    def probe(self) -> Probe | None:
+        """The probe model in the first of PROBE_TYPES the target supports (asked once)."""
+
+        def find() -> Probe | None:
+            for t in PROBE_TYPES:
+                model = add_model(t)
+                try:
+                    flags = self.device.getSupportedOperations_1_3(model)
+                except HalError:
+                    continue
+                if list(flags) == [True]:
+                    return Probe(t, model)
+            return None
+
+        return self.cached("probe-model", find)
+
+    def require_probe(self) -> Probe:
+        probe = self.probe()
+        if probe is None:
+            skip(
+                "the target supports ADD in none of "
+                + ", ".join(OperandType(t).name for t in PROBE_TYPES)
+                + ": no probe model to run this test with"
+            )
+        assert probe is not None
+        return probe
+
     # ---- capabilities ----
 
     def capability(self, name: str) -> Capability:
@@ -197,51 +292,71 @@ class Target:
         try:
             result = probe()
         except HalError as e:
-            # not an answer about the capability (the probe model itself failed):
-            # not remembered, so one transient failure does not skip a whole family
-            return Capability(False, f"probing {name} failed: {e}")
+            result = Capability(True, "", None, f"probing {name} failed: {e}")
         with self._lock:
             return self._probes.setdefault(name, result)
 
     def require(self, name: str) -> Capability:
+        """Skip when the target does not offer ``name``; fail when it offers it broken."""
         cap = self.capability(name)
+        if cap.broken:
+            fail(f"the target offers {name} but its probe failed: {cap.broken}")
         if not cap.present:
             skip(cap.reason)
         return cap
 
-    def _probe_model(self) -> Any:
-        return self.device.prepareModel_1_3(add_model())
+    def _probe_model(self) -> tuple[Probe | None, Any]:
+        probe = self.probe()
+        if probe is None:
+            return None, None
+        return probe, self.device.prepareModel_1_3(probe.model)
+
+    _NO_PROBE = Capability(
+        False,
+        "the target supports ADD in none of float32, float16, quant8 asymm and signed: "
+        "no probe model",
+    )
 
     def _probe_burst(self) -> Capability:
-        prepared = self._probe_model()
+        probe, prepared = self._probe_model()
+        if probe is None:
+            return self._NO_PROBE
         try:
             with prepared.burst() as burst:
-                x = np.ones(2, np.float32)
-                out = burst.execute([x, x]).outputs[0]
-            if not np.array_equal(out, x + x):
-                return Capability(True, "", "a burst execution returned wrong values")
-            return Capability(True)
-        except DeviceUnavailable as e:
-            return Capability(False, f"configureExecutionBurst is not available: {e}")
+                out = burst.execute([probe.x(), probe.y()]).outputs[0]
+            if not np.array_equal(out, probe.expected()):
+                return Capability(
+                    True, "", None,
+                    f"a burst execution of {probe.type_name} ADD returned {out.tolist()}, "
+                    f"expected {probe.expected().tolist()}",
+                )  # fmt: skip
+            return Capability(True, "", probe.type_name)
         except HalError as e:
-            return Capability(False, f"a burst execution of a valid model failed: {e}")
+            if _unimplemented(e):
+                return Capability(False, f"configureExecutionBurst is not available: {e}")
+            return Capability(
+                True, "", None, f"a burst execution of a valid {probe.type_name} ADD failed: {e}"
+            )
         finally:
             prepared.release()
 
     def _probe_fenced(self) -> Capability:
-        prepared = self._probe_model()
+        probe, prepared = self._probe_model()
+        if probe is None:
+            return self._NO_PROBE
         try:
-            x = np.ones(2, np.float32)
-            _, fenced = prepared.execute_fenced([x, x])
+            _, fenced = prepared.execute_fenced([probe.x(), probe.y()])
             try:
                 fenced.callback.release()
             except HalError:
                 pass
-            return Capability(True)
-        except DeviceUnavailable as e:
-            return Capability(False, f"executeFenced is not available: {e}")
+            return Capability(True, "", probe.type_name)
         except HalError as e:
-            return Capability(False, f"executeFenced of a valid model failed: {e}")
+            if _unimplemented(e):
+                return Capability(False, f"executeFenced is not available: {e}")
+            return Capability(
+                True, "", None, f"executeFenced of a valid {probe.type_name} ADD failed: {e}"
+            )
         finally:
             prepared.release()
 
@@ -264,28 +379,42 @@ class Target:
         return Capability(True, "", (num_model, num_data))
 
     def _probe_memory_domains(self) -> Capability:
-        prepared = self._probe_model()
+        probe, prepared = self._probe_model()
+        if probe is None:
+            return self._NO_PROBE
         try:
             buffer = self.device.allocate(BufferDesc(), [prepared], [BufferRole(0, 0, 1.0)], [])
         except HalError as e:
+            if e.status == ErrorStatus.GENERAL_FAILURE or _unimplemented(e):
+                # how a driver without memory domains answers (VTS accepts it)
+                return Capability(
+                    False,
+                    f"IDevice::allocate of a valid input role returned {e.status.name}: memory "
+                    f"domains are not supported ({e.message})",
+                )
             return Capability(
-                False,
-                f"IDevice::allocate of a valid input role returned {e.status.name}: memory "
-                f"domains are not supported ({e.message})",
-            )
+                True, "", None,
+                f"IDevice::allocate of a valid {probe.type_name} input role returned {e} "
+                "(only GENERAL_FAILURE says memory domains are not supported)",
+            )  # fmt: skip
         finally:
             prepared.release()
         try:
             buffer.release()
         except HalError:
             pass
-        return Capability(True)
+        return Capability(True, "", probe.type_name)
 
     def _probe_extensions(self) -> Capability:
         extensions = self.device.getSupportedExtensions()
         if not extensions:
             return Capability(False, "getSupportedExtensions is empty: no vendor extensions", ())
         return Capability(True, "", tuple(extensions))
+
+
+def _unimplemented(e: Exception) -> bool:
+    """The RPC itself is not served (gRPC UNIMPLEMENTED): the feature is not offered."""
+    return "UNIMPLEMENTED" in str(e)
 
 
 def probe_names() -> tuple[str, ...]:

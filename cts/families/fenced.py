@@ -23,7 +23,6 @@ from __future__ import annotations
 import numpy as np
 from nnhal.cts.core import TestCase, check, coverage_of, skip
 from nnhal.cts.paths import check_success, check_timing, execute, has_unknown_outputs, layout
-from nnhal.cts.target import add_model
 
 from nnhal._client_io import IoPlan
 from nnhal.errors import HalError
@@ -84,10 +83,10 @@ def _case(model):
 
 def _null_fence(target) -> None:
     target.require("fenced")
-    model = add_model()
+    probe = target.require_probe()
+    model = probe.model
     prepared = target.device.prepareModel_1_3(model)
-    x = np.ones(2, np.float32)
-    plan = IoPlan(model, [x, x], None, "inline")
+    plan = IoPlan(model, [probe.x(), probe.y()], None, "inline")
     try:
         result = execute(target, prepared, plan.request, "fenced", wait_for=[0])
         check(
@@ -116,11 +115,11 @@ def _waits_for_client_fence(target) -> str:
         fence = create_fence(target.device)
     except Exception as exc:  # noqa: BLE001  (no ISyncFence: a foreign target)
         skip(f"the target cannot create client fences (nnhal ISyncFence): {exc}")
-    model = add_model()
-    target.require_supported(model)
+    probe = target.require_probe()
+    model = probe.model
     prepared = target.device.prepareModel_1_3(model)
-    x = np.arange(2, dtype=np.float32)
-    plan = IoPlan(model, [x, x], None, "inline")
+    x = probe.x()
+    plan = IoPlan(model, [x, probe.y()], None, "inline")
     try:
         result = prepared.executeFenced(plan.request, waitFor=[fence])
         status, _, _ = result.callback.getExecutionInfo()
@@ -136,7 +135,8 @@ def _waits_for_client_fence(target) -> str:
         check(status == ErrorStatus.NONE, f"getExecutionInfo after the fence: {status.name}")
         shapes = [OutputShape(tuple(x.shape), True)]
         (y,) = plan.read_outputs(shapes, result.callback.pools)
-        check(np.array_equal(y, x + x), f"output {y.tolist()}, expected {(x + x).tolist()}")
+        want = probe.expected()
+        check(np.array_equal(y, want), f"output {y.tolist()}, expected {want.tolist()}")
         return "waited for the client fence"
     finally:
         plan.close()

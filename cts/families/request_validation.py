@@ -172,7 +172,7 @@ def mutations(test: TestModel, request: Request) -> dict[str, list[Mutation]]:
 def _paths(target) -> list[str]:
     paths = ["sync", "async"]
     for name in ("burst", "fenced"):
-        if target.capability(name).present:
+        if target.capability(name).usable:
             paths.append(name)
     return paths
 

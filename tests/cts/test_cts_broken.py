@@ -54,9 +54,19 @@ def serve(device) -> Iterator[tuple[object, str]]:
         server.stop(None)
 
 
+@contextmanager
+def reference() -> Iterator[object]:
+    """A healthy driver behind its own server: the fuzz family's oracle endpoint."""
+    from nnhal.driver.device import Device
+
+    with serve(Device()) as (client, _):
+        yield client
+
+
 def _run(device, **config):
     options = config.pop("options", Options())
-    with serve(device) as (client, address):
+    with serve(device) as (client, address), reference() as oracle:
+        options.oracle = oracle
         return run_suite(client, address, Config(options=options, **config))
 
 
@@ -245,11 +255,11 @@ def test_wrong_numbers_are_caught_and_fuzz_failures_replay(tmp_path):
 
     fuzz_dir = tmp_path / "fuzz"
     device = wrong_numbers()
-    with serve(device) as (client, address):
+    with serve(device) as (client, address), reference() as oracle:
         report = run_suite(client, address, Config(
             families=("generated", "fuzz"),
             filters=("generated/add/base/*", "generated/while_sum/*", "fuzz/*"),
-            options=Options(fuzz_count=4, fuzz_dir=fuzz_dir),
+            options=Options(fuzz_count=4, fuzz_dir=fuzz_dir, oracle=oracle),
         ))  # fmt: skip
         generated = _outcomes(report, "generated/")
         assert set(generated.values()) == {Outcome.FAILED}

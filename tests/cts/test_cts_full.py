@@ -15,6 +15,7 @@ from nnhal.cts.suite import Config, run_suite
 from nnhal.cts.target import Options
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_full_suite_against_the_in_process_driver(tmp_path, capsys):
     from nnhal.driver.device import Device
@@ -23,13 +24,18 @@ def test_full_suite_against_the_in_process_driver(tmp_path, capsys):
     from nnhal.client import connect
 
     server, address = create_server(Device(), "127.0.0.1:0")
-    client = connect(address)
+    # the fuzz family's oracle: a second endpoint (here the same implementation)
+    oracle_server, oracle_address = create_server(Device(), "127.0.0.1:0")
+    client, oracle = connect(address), connect(oracle_address)
     started = time.monotonic()
     try:
-        report = run_suite(client, address, Config(jobs=2, options=Options(fuzz_dir=tmp_path)))
+        options = Options(fuzz_dir=tmp_path, oracle=oracle)
+        report = run_suite(client, address, Config(jobs=2, options=options))
     finally:
         client.close()
+        oracle.close()
         server.stop(None)
+        oracle_server.stop(None)
     elapsed = time.monotonic() - started
     problems = [r for r in report.results if r.outcome.is_problem]
     assert not problems, "\n".join(f"{r.outcome.value} {r.id}: {r.message}" for r in problems[:20])
