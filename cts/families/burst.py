@@ -43,7 +43,7 @@ def _case(model):
 
 def collect(library, options) -> list[TestCase]:
     return [
-        TestCase(f"{FAMILY}/{m.name}", FAMILY, _case(m), coverage=coverage_of([m.test.model]))
-        for m in library.models
+        TestCase(f"{FAMILY}/{m.test_id}", FAMILY, _case(m), coverage=coverage_of([m.test.model]))
+        for m in library.all_models()
         if not m.test.expectFailure
     ]

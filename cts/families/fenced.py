@@ -145,8 +145,8 @@ def _waits_for_client_fence(target) -> str:
 
 def collect(library, options) -> list[TestCase]:
     cases = [
-        TestCase(f"{FAMILY}/{m.name}", FAMILY, _case(m), coverage=coverage_of([m.test.model]))
-        for m in library.models
+        TestCase(f"{FAMILY}/{m.test_id}", FAMILY, _case(m), coverage=coverage_of([m.test.model]))
+        for m in library.all_models()
         if not m.test.expectFailure
     ]
     cases.append(TestCase(f"{FAMILY}/null-fence", FAMILY, _null_fence))

@@ -108,16 +108,12 @@ def _execute_case(test):
 
 def collect(library, options) -> list[TestCase]:
     cases: list[TestCase] = []
-    seen: set[str] = set()
-    for m in library.base_models():
-        if m.spec in seen or m.test.expectFailure:
-            continue
-        seen.add(m.spec)
+    for key, m in library.spec_bases():
         cov = coverage_of([m.test.model])
         cases.append(
-            TestCase(f"{FAMILY}/{m.spec}/prepare", FAMILY, _prepare_case(m.test), coverage=cov)
+            TestCase(f"{FAMILY}/{key}/prepare", FAMILY, _prepare_case(m.test), coverage=cov)
         )
         cases.append(
-            TestCase(f"{FAMILY}/{m.spec}/execute", FAMILY, _execute_case(m.test), coverage=cov)
+            TestCase(f"{FAMILY}/{key}/execute", FAMILY, _execute_case(m.test), coverage=cov)
         )
     return cases
