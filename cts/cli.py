@@ -60,6 +60,7 @@ def config_from_args(args: Any) -> Config:
         specs=tuple(args.specs or ()),
         profile=getattr(args, "profile", None),
         require_deadlines=bool(getattr(args, "require_deadlines", False)),
+        corpus=not getattr(args, "no_corpus", False),
     )
     families = _families(args.families, bool(args.vectors))
     if "vectors" in families and not options.vectors:

@@ -89,7 +89,7 @@ def collect(config: Config, library: Library | None = None) -> list[TestCase]:
     """Every test of the chosen families (in FAMILIES order), filtered by the globs."""
     families = [f for f in FAMILIES if f in config.families]
     if library is None:
-        library = Library.load(config.options.specs)
+        library = Library.load(config.options.specs, corpus=config.options.corpus)
     cases: list[TestCase] = []
     for name in families:
         module = family_module(name)

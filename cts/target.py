@@ -2,8 +2,9 @@
 
 ``Target`` wraps ``nnhal.client.Device`` (any server speaking the proto):
 
-- ``support(model)`` asks ``getSupportedOperations_1_3`` (and, when the
-  target offers nnhal's ``explainSupportedOperations``, its reasons);
+- ``support(model)`` asks the standard ``getSupportedOperations_1_3`` and
+  checks the vector's length (and, when the target offers nnhal's
+  ``explainSupportedOperations``, takes its reasons and checks it agrees);
   ``require_supported`` turns "unsupported" into a skip with the reason;
 - capability probes, each asked once and remembered: bursts, executeFenced,
   compilation caching (``getNumberOfCacheFilesNeeded``), memory domains
@@ -71,6 +72,8 @@ class Options:
     #: a connected client Device giving the fuzz family's expected outputs (a second
     #: endpoint: the suite never imports a driver); None = the fuzz family is skipped
     oracle: Any = None
+    #: run the shipped NNAPI corpus too (generated, validation, qos, path families)
+    corpus: bool = True
     #: opt-in: deadlines the target ignores fail (the HAL lets a driver ignore them)
     require_deadlines: bool = False
 
@@ -170,33 +173,44 @@ class Target:
     # ---- support ----
 
     def support(self, model: Model) -> tuple[list[bool], dict[int, str]]:
-        """getSupportedOperations_1_3 (raises HalError), with reasons when the target gives them."""
-        if self._explain is not False:
+        """getSupportedOperations_1_3 (raises HalError), with reasons when the target gives them.
+
+        The answer always comes from the standard RPC and its length is checked
+        (one flag per main operation); nnhal's ``explainSupportedOperations``, when
+        the target offers it, only adds reasons, and its flags must agree.
+        """
+        flags = list(self.device.getSupportedOperations_1_3(model))
+        ops = model.main.operations
+        if len(flags) != len(ops):
+            fail(
+                f"getSupportedOperations_1_3 returned {len(flags)} flags for {len(ops)} main "
+                "operations"
+            )
+        reasons = {
+            i: f"{operation_name(ops[i].type)} reported unsupported"
+            for i, ok in enumerate(flags)
+            if not ok
+        }
+        if self._explain is not False and not all(flags):
             try:
-                flags, reasons = self.device.explainSupportedOperations(model)
+                explained, why = self.device.explainSupportedOperations(model)
                 self._explain = True
-                return list(flags), {int(k): v for k, v in reasons.items()}
             except DeviceUnavailable as e:
                 if "UNIMPLEMENTED" not in str(e):
                     raise
                 self._explain = False
-        flags = self.device.getSupportedOperations_1_3(model)
-        ops = model.main.operations
-        reasons = {
-            i: f"{operation_name(ops[i].type)} reported unsupported"
-            for i, ok in enumerate(flags)
-            if not ok and i < len(ops)
-        }
-        return list(flags), reasons
+            else:
+                if list(explained) != flags:
+                    fail(
+                        f"explainSupportedOperations answered {list(explained)} where "
+                        f"getSupportedOperations_1_3 answered {flags} for the same model"
+                    )
+                reasons.update({int(k): v for k, v in why.items() if int(k) in reasons})
+        return flags, reasons
 
     def require_supported(self, model: Model) -> None:
         """Skip unless every main operation is supported (a HalError here is the caller's)."""
         flags, reasons = self.support(model)
-        if len(flags) != len(model.main.operations):
-            fail(
-                f"getSupportedOperations_1_3 returned {len(flags)} flags for "
-                f"{len(model.main.operations)} main operations"
-            )
         if not all(flags):
             why = "; ".join(
                 f"operation {i} ({operation_name(model.main.operations[i].type)}): "

@@ -14,7 +14,7 @@ Subcommands::
     nnhal cts       [--target ADDR] [--families F,...] [--filter GLOB] [-j N] [--timeout S]
                     [--expectations FILE] [--vectors PATH] [--junit-xml FILE]
                     [--json-report FILE] [--coverage [FILE]] [--oracle ADDR] [--strict]
-                    [--require-deadlines] [--profile ...]
+                    [--require-deadlines] [--no-corpus] [--profile ...]
     nnhal bench control-flow [--n N ...] [--repeat R] [--json FILE]
     nnhal stress    [ADDR] [--clients N] [--executions M] [--duration S] [--seed S] [--json]
     nnhal resources ADDR
@@ -576,6 +576,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="ADDR",
         help="endpoint giving the fuzz family's expected outputs (default: the in-process "
         "reference driver, default profile)",
+    )
+    p.add_argument(
+        "--no-corpus",
+        action="store_true",
+        help="leave out the shipped NNAPI corpus (spec library only: a quicker, smaller run)",
     )
     p.add_argument(
         "--strict",

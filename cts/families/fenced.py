@@ -16,6 +16,8 @@ is not an expected failure:
 INVALID_ARGUMENT with no fence and no callback. ``fenced/waits-for-client-fence``:
 an execution waiting on a client-made fence (nnhal ISyncFence extension) has
 not run before the fence signals, and runs correctly after.
+``fenced/waits-for-every-fence``: with three waitFor fences, two signalled
+are not enough.
 """
 
 from __future__ import annotations
@@ -143,6 +145,45 @@ def _waits_for_client_fence(target) -> str:
         prepared.release()
 
 
+def _waits_for_every_fence(target) -> str:
+    """executeFenced with three waitFor fences: still waiting after two of them signal."""
+    from nnhal.control import create_fence, signal_fence, wait_fence
+
+    target.require("fenced")
+    try:
+        fences = [create_fence(target.device) for _ in range(3)]
+    except Exception as exc:  # noqa: BLE001  (no ISyncFence: a foreign target)
+        skip(f"the target cannot create client fences (nnhal ISyncFence): {exc}")
+    probe = target.require_probe()
+    prepared = target.device.prepareModel_1_3(probe.model)
+    plan = IoPlan(probe.model, [probe.x(), probe.y()], None, "inline")
+    try:
+        result = prepared.executeFenced(plan.request, waitFor=fences)
+        # signal all but the last one (the middle one first: order must not matter)
+        for k in (1, 0):
+            signal_fence(target.device, fences[k])
+        state = wait_fence(target.device, result.syncFence, 0.5)
+        status, _, _ = result.callback.getExecutionInfo()
+        check(
+            state == "ACTIVE" and status != ErrorStatus.NONE,
+            f"the execution finished (sync fence {state}, getExecutionInfo {status.name}) with "
+            "one of its three waitFor fences not yet signalled",
+        )
+        signal_fence(target.device, fences[2])
+        state = wait_fence(target.device, result.syncFence, 10.0)
+        check(state == "SIGNALED", f"after every waitFor fence signalled: sync fence {state}")
+        status, _, _ = result.callback.getExecutionInfo()
+        check(status == ErrorStatus.NONE, f"getExecutionInfo after the fences: {status.name}")
+        shapes = [OutputShape((2,), True)]
+        (y,) = plan.read_outputs(shapes, result.callback.pools)
+        want = probe.expected()
+        check(np.array_equal(y, want), f"output {y.tolist()}, expected {want.tolist()}")
+        return "waited for all three fences"
+    finally:
+        plan.close()
+        prepared.release()
+
+
 def collect(library, options) -> list[TestCase]:
     cases = [
         TestCase(f"{FAMILY}/{m.test_id}", FAMILY, _case(m), coverage=coverage_of([m.test.model]))
@@ -151,4 +192,5 @@ def collect(library, options) -> list[TestCase]:
     ]
     cases.append(TestCase(f"{FAMILY}/null-fence", FAMILY, _null_fence))
     cases.append(TestCase(f"{FAMILY}/waits-for-client-fence", FAMILY, _waits_for_client_fence))
+    cases.append(TestCase(f"{FAMILY}/waits-for-every-fence", FAMILY, _waits_for_every_fence))
     return cases
