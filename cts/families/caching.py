@@ -10,7 +10,8 @@ Always run (they hold whether or not the target caches):
   (0, 0), prepareModelFromCache_1_3 must be exactly GENERAL_FAILURE.
 
 When the target caches (N, M) files (and is on this host), on a model with
-constants: ``save-and-retrieve`` (NONE, or GENERAL_FAILURE for "cannot cache
+constants (fully_connected in the first data type the target supports, or
+another base model it supports): ``save-and-retrieve`` (NONE, or GENERAL_FAILURE for "cannot cache
 this model", and then correct results), ``retrieve-wrong-number`` (a handle
 missing: INVALID_ARGUMENT or GENERAL_FAILURE), ``corrupted-model-cache``,
 ``appended-model-cache``, ``wrong-token`` and ``other-model-cache``
@@ -40,12 +41,41 @@ FAMILY = "caching"
 TOKEN = bytes(range(32))
 
 
-def _model(library) -> TestModel | None:
-    for m in library.base_models():
-        if m.spec == "fully_connected":
-            return m.test
-    models = [m for m in library.base_models() if not m.test.expectFailure]
-    return models[0].test if models else None
+def _candidates(library) -> list[TestModel]:
+    """Models with constants to cache, in the order tried: fully_connected in each data type
+    (float32, float16, quant8 asymm and signed), then every other base model."""
+    models = [m for m in library.data_type_models() if not m.test.expectFailure]
+    first = [m for m in models if m.spec == "fully_connected"]
+    rest = [m for m in models if m.variation == "base" and m.spec != "fully_connected"]
+    return [m.test for m in first + rest]
+
+
+class _Chooser:
+    """The first candidate the target supports, found by asking it once per run."""
+
+    def __init__(self, candidates: list[TestModel]) -> None:
+        self.candidates = candidates
+
+    def __call__(self, target) -> TestModel:
+        def find() -> TestModel | None:
+            for test in self.candidates:
+                try:
+                    flags = target.device.getSupportedOperations_1_3(test.model)
+                except HalError:
+                    continue
+                if flags and all(flags):
+                    return test
+            return None
+
+        test = target.cached("caching-model", find)
+        if test is None:
+            skip("the target supports none of the spec library's models to cache")
+        return test
+
+
+def _model(library) -> _Chooser | None:
+    candidates = _candidates(library)
+    return _Chooser(candidates) if candidates else None
 
 
 def _handles(folder: Path, prefix: str, count: int) -> list[list[str]]:
@@ -88,10 +118,11 @@ def _from_cache(target, model_cache, data_cache, token: bytes) -> tuple[ErrorSta
         return e.status, 0, e.message
 
 
-def _with_cache_arguments(test: TestModel | None):
+def _with_cache_arguments(choose: _Chooser | None):
     def run(target) -> None:
-        if test is None:
+        if choose is None:
             skip("the spec library has no model to prepare")
+        test = choose(target)
         if not target.is_local:
             skip("cache files are paths on the target's host; the target is not on this host")
         target.require_supported(test.model)
@@ -145,11 +176,12 @@ def _flip(path: str) -> None:
 Scenario = Callable[[object, TestModel, Path], None]
 
 
-def _supported(scenario: Scenario, test: TestModel | None):
+def _supported(scenario: Scenario, choose: _Chooser | None):
     def run(target) -> None:
         target.require("caching")
-        if test is None:
+        if choose is None:
             skip("the spec library has no model to prepare")
+        test = choose(target)
         target.require_supported(test.model)
         with tempfile.TemporaryDirectory(prefix="nnhal-cts-cache-") as d:
             scenario(target, test, Path(d))
