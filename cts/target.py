@@ -33,7 +33,7 @@ from nnhal.cts.core import fail, skip
 
 from nnhal._proto.v1_3 import device_pb2 as dpb
 from nnhal.builder import ModelBuilder
-from nnhal.errors import DeviceUnavailable, HalError
+from nnhal.errors import DeviceUnavailable, HalError, InvalidArgument
 from nnhal.types import (
     OPERAND_TYPE_INFO,
     BufferDesc,
@@ -268,32 +268,40 @@ class Target:
 
     # ---- the probe model ----
 
+    def _find_probe(self) -> Probe | str | None:
+        """The first supported probe model, or a message when the support answer is malformed."""
+        for t in PROBE_TYPES:
+            model = add_model(t)
+            try:
+                flags = list(self.device.getSupportedOperations_1_3(model))
+            except HalError:
+                continue
+            if len(flags) != 1:
+                return (
+                    f"getSupportedOperations_1_3 returned {len(flags)} flags for the 1 main "
+                    f"operation of a {OperandType(t).name} ADD model"
+                )
+            if flags == [True]:
+                return Probe(t, model)
+        return None
+
     def probe(self) -> Probe | None:
         """The probe model in the first of PROBE_TYPES the target supports (asked once)."""
-
-        def find() -> Probe | None:
-            for t in PROBE_TYPES:
-                model = add_model(t)
-                try:
-                    flags = self.device.getSupportedOperations_1_3(model)
-                except HalError:
-                    continue
-                if list(flags) == [True]:
-                    return Probe(t, model)
-            return None
-
-        return self.cached("probe-model", find)
+        found = self.cached("probe-model", self._find_probe)
+        return found if isinstance(found, Probe) else None
 
     def require_probe(self) -> Probe:
-        probe = self.probe()
-        if probe is None:
+        found = self.cached("probe-model", self._find_probe)
+        if isinstance(found, str):
+            fail(found)
+        if found is None:
             skip(
                 "the target supports ADD in none of "
                 + ", ".join(OperandType(t).name for t in PROBE_TYPES)
                 + ": no probe model to run this test with"
             )
-        assert probe is not None
-        return probe
+        assert isinstance(found, Probe)
+        return found
 
     # ---- capabilities ----
 
@@ -320,7 +328,10 @@ class Target:
         return cap
 
     def _probe_model(self) -> tuple[Probe | None, Any]:
-        probe = self.probe()
+        found = self.cached("probe-model", self._find_probe)
+        if isinstance(found, str):
+            raise InvalidArgument(found)  # reported as a broken capability
+        probe = found
         if probe is None:
             return None, None
         return probe, self.device.prepareModel_1_3(probe.model)
