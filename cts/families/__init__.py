@@ -83,6 +83,12 @@ class Library:
         """Every test model: the spec library's, then the corpus's (generated, path families)."""
         return self.models + self.corpus
 
+    def path_models(self) -> list[GeneratedModel]:
+        """The burst and fenced families' models: every spec-library model, and the corpus's
+        models without a graph variation (every data type of every spec; graph variations
+        change the graph, not the requests, and run in the generated family)."""
+        return self.models + [m for m in self.corpus if not m.graph]
+
     def validation_models(self) -> list[GeneratedModel]:
         """Models the validation families mutate: the spec library's data-type models, plus
         from the corpus, for every operation, one float and one quantized model whose

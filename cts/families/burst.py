@@ -146,7 +146,7 @@ def _insufficient(model):
 def collect(library, options) -> list[TestCase]:
     cases = [
         TestCase(f"{FAMILY}/{m.test_id}", FAMILY, _case(m), coverage=coverage_of([m.test.model]))
-        for m in library.all_models()
+        for m in library.path_models()
         if not m.test.expectFailure
     ]
     cases.append(TestCase(f"{FAMILY}/memory-slots", FAMILY, _memory_slots))

@@ -187,7 +187,7 @@ def _waits_for_every_fence(target) -> str:
 def collect(library, options) -> list[TestCase]:
     cases = [
         TestCase(f"{FAMILY}/{m.test_id}", FAMILY, _case(m), coverage=coverage_of([m.test.model]))
-        for m in library.all_models()
+        for m in library.path_models()
         if not m.test.expectFailure
     ]
     cases.append(TestCase(f"{FAMILY}/null-fence", FAMILY, _null_fence))
