@@ -35,9 +35,8 @@ from nnhal.driver.backends.reference import ReferenceBackend
 from nnhal.driver.cache import CompilationCache
 from nnhal.driver.executor import compile_model
 from nnhal.driver.executor.operands import map_model_pools, operand_info
-from nnhal.driver.extensions import ExtensionSet, PluginBackend, compiling, extension_query
+from nnhal.driver.extensions import ExtensionSet, compiling, extension_query
 from nnhal.driver.limits import (
-    TensorLimitBackend,
     check_declared_tensors,
     check_model_size,
     check_nesting,
@@ -50,8 +49,8 @@ from nnhal.driver.ops import registry
 from nnhal.driver.ops.registry import OpContext, OperandInfo
 from nnhal.driver.prepared_model import PreparedModel
 from nnhal.driver.profile import Profile, load_profile
-from nnhal.driver.profile_rules import sample_rules
 from nnhal.driver.support import explain_support, light_query, subgraph_at, where
+from nnhal.driver.support_rules import SupportPipeline, device_rules
 
 from nnhal.errors import GeneralFailure, HalError, InvalidArgument, MissedDeadline
 from nnhal.types import (
@@ -263,6 +262,7 @@ class ModelAnalysis:
             relaxed=model.relaxComputationFloat32toFloat16,
             where=place,
             version=version,
+            extensions=self.extensions,
         )
 
     def query_for(self, number: int, index: int) -> OpQuery:
@@ -271,7 +271,7 @@ class ModelAnalysis:
         query = self._queries.get(key)
         if query is None:
             # IF/WHILE, OEM and unimplemented operations: descriptions are enough.
-            query = light_query(self.model, number, index)
+            query = light_query(self.model, number, index, self.extensions)
             self._queries[key] = query
         return query
 
@@ -292,15 +292,19 @@ class Device:
         package_backend: str | None = None,
     ) -> None:
         self.profile = profile if profile is not None else load_profile(None)
-        self.backend: Backend = backend if backend is not None else ReferenceBackend(self.profile)
+        #: the built-in operations' backend (the numpy reference unless given)
+        self.backend: Backend = backend if backend is not None else ReferenceBackend()
         self.name = self.profile.name
-        # issue 6: op packages as NNAPI vendor extensions, seen through one package backend
+        self.limits = self.profile.limits
+        # op packages as NNAPI vendor extensions, seen through one package backend
         self.extensions = ExtensionSet(
             op_packages,
             package_backend or self.profile.op_package_backend or "CPU",
         )
-        if self.extensions:
-            self.backend = PluginBackend(self.backend, self.extensions)
+        #: every support question goes through this (nnhal.driver.support_rules)
+        self.support = SupportPipeline(
+            device_rules(self.profile, self.limits), self.backend, self.extensions
+        )
         if self.extensions.packages and self.profile.op_package_isolation == "process":
             from nnhal.driver.op_packages.supervisor import KernelSupervisor
 
@@ -309,9 +313,7 @@ class Device:
                 kernel_timeout_ms=self.profile.op_package_kernel_timeout_ms,
                 name=self.name,
             )
-        self.cache = CompilationCache()  # issue 8: compilation caching (driver/cache.py)
-        self.backend = sample_rules(self.backend, self.profile)  # issue 8: sample-driver rules
-        self.limits = self.profile.limits  # issue 10: resource limits (driver/limits.py)
+        self.cache = CompilationCache()
 
     def __repr__(self) -> str:
         return f"Device(name={self.name!r}, profile source={self.profile.source!r})"
@@ -369,11 +371,12 @@ class Device:
         return self.explainSupportedOperations(model, version=version)[0]
 
     def _explain(self, analysis: ModelAnalysis) -> tuple[list[bool], dict[int, str]]:
-        backend = self.backend
-        if isinstance(backend, PluginBackend):  # per model: its extension prefixes
-            backend = backend.bind(analysis.model)
-        backend = TensorLimitBackend(backend, self.limits)
-        supported, reasons = explain_support(analysis.model, backend, analysis.query_for)
+        def name_of(code: int) -> str:
+            return self.support.operation_name(code, analysis.extensions)
+
+        supported, reasons = explain_support(
+            analysis.model, self.support, analysis.query_for, name_of
+        )
         for index, depth in enumerate(nesting_depths(analysis.model)):
             if depth > self.limits.max_nesting_depth and supported[index]:
                 supported[index] = False

@@ -9,8 +9,8 @@ model's ``extensionNameToPrefix`` gives that name (hal13.md §6.1).
 - ``ExtensionSet``: the device's packages for one device backend name
   (which SupplementalOpDefList applies); ``hal_extensions()`` is
   getSupportedExtensions; ``for_model(model)`` resolves a model's prefixes.
-- ``PluginBackend``: the reference backend plus the packages. ``bind(model)``
-  gives the per-model ``Backend`` the support rule asks.
+- ``ModelExtensions``: one model's prefixes resolved; support questions carry it
+  (``OpQuery.extensions``) to ``nnhal.driver.support_rules``.
 - ``compiling(resolver)``: the context the executor's compiler reads
   (``kernel_definition``) to bind custom kernels, and built-in operations a
   package overrides with UseDefaultTranslation.
@@ -30,7 +30,7 @@ import contextvars
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from nnhal.driver.backends import Backend, OpQuery
+from nnhal.driver.backends import OpQuery
 from nnhal.driver.backends.op_package import PackageOp
 from nnhal.driver.op_packages.nnapi_types import extension_operand_types
 from nnhal.driver.op_packages.runtime import GLACIAL, OpPackage
@@ -204,90 +204,6 @@ class ModelExtensions:
         return op
 
 
-class BoundBackend:
-    """The device's backend for one model: packages first, then the reference."""
-
-    def __init__(self, reference: Backend, model_ext: ModelExtensions) -> None:
-        self.reference = reference
-        self.ext = model_ext
-        self.name = reference.name
-
-    def operation_name(self, code: int) -> str:
-        """``SoftClip (com.example.soft_clip_package)`` for a package's operation."""
-        from nnhal.types import operation_name
-
-        if is_extension_type(code):
-            op = self.ext.operation(code)
-            if not isinstance(op, str):
-                return f"{op.op.name} ({op.package.name})"
-        return operation_name(code)
-
-    def supports(self, query: OpQuery) -> tuple[bool, str]:
-        if is_extension_type(query.type):
-            op = self.ext.operation(query.type)
-            if isinstance(op, str):
-                return False, op
-            why = op.check(query)
-            return (why is None), (why or "")
-        override = self.ext.override(query.type)
-        if override is not None and override.check(query) is None:
-            return True, ""
-        ok, why = self.reference.supports(query)
-        if not ok and self.ext.extensions.plugins:
-            plugin, more = self.ext.extensions.plugin_for(query)
-            if plugin is not None:
-                return True, ""
-            why = f"{why}; {more}" if more else why
-        return ok, why
-
-    def choice(self, query: OpQuery) -> tuple[str, str]:
-        """(backend, implementation and why) for `nnhal explain`."""
-        if is_extension_type(query.type):
-            op = self.ext.operation(query.type)
-            if isinstance(op, str):
-                return "-", op
-            why = op.check(query)
-            if why is not None:
-                return "-", f"unsupported: {why}"
-            return f"op-package {op.package.spec.package_name}", op.explain(query)
-        override = self.ext.override(query.type)
-        if override is not None:
-            why = override.check(query)
-            if why is None:
-                impl = override.choose(query)
-                if impl is not None and impl.cost_of(query) <= REFERENCE_COST:
-                    return (
-                        f"op-package {override.package.spec.package_name}",
-                        override.explain(query)
-                        + " — overrides the built-in kernel (UseDefaultTranslation; reference "
-                        "cost GLACIAL)",
-                    )
-            else:
-                return self.name, f"built-in kernel (package override does not apply: {why})"
-        ok, why = self.reference.supports(query)
-        if not ok and self.ext.extensions.plugins:
-            plugin, _ = self.ext.extensions.plugin_for(query)
-            if plugin is not None:
-                return f"plug-in {plugin.name}", "the reference backend declines: " + why
-        return (self.name, "built-in kernel") if ok else ("-", f"unsupported: {why}")
-
-
-class PluginBackend:
-    """The reference backend plus op packages (the device's backend)."""
-
-    def __init__(self, reference: Backend, extensions: ExtensionSet) -> None:
-        self.reference = reference
-        self.extensions = extensions
-        self.name = reference.name
-
-    def supports(self, query: OpQuery) -> tuple[bool, str]:
-        # Without a model there are no prefixes: only the reference can answer.
-        return self.reference.supports(query)
-
-    def bind(self, model: Model) -> BoundBackend:
-        return BoundBackend(self.reference, self.extensions.for_model(model))
-
-
 # -- the compiler's hook ---------------------------------------------------------
 
 _COMPILING: contextvars.ContextVar[ModelExtensions | None] = contextvars.ContextVar(
@@ -376,6 +292,7 @@ def extension_query(analysis: Any, number: int, index: int, place: str) -> OpQue
         relaxed=model.relaxComputationFloat32toFloat16,
         where=place,
         version=HalVersion.V1_3,
+        extensions=ext,
     )
 
 

@@ -308,30 +308,6 @@ def too_big(what: str, type_code: int, dims: Sequence[int], limits: Limits) -> s
     return None
 
 
-class TensorLimitBackend:
-    """Wraps a support backend: an operation touching a declared tensor above
-    ``max_tensor_bytes`` is unsupported (getSupportedOperations has no
-    RESOURCE_EXHAUSTED status; the runtime runs such operations elsewhere)."""
-
-    def __init__(self, inner: Any, limits: Limits) -> None:
-        self.inner = inner
-        self.limits = limits
-        self.name = getattr(inner, "name", "reference")
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    def supports(self, query: Any) -> tuple[bool, str]:
-        for kind, infos in (("input", query.inputs), ("output", query.outputs)):
-            for k, info in enumerate(infos):
-                if info.omitted or not info.dimensions:
-                    continue
-                why = too_big(f"{kind} {k}", info.type, info.dimensions, self.limits)
-                if why is not None:
-                    return False, why
-        return self.inner.supports(query)
-
-
 def check_declared_tensors(model: Model, limits: Limits) -> None:
     """Every operand's declared size (a lower bound when axes are unknown)."""
     for number, subgraph in enumerate(model_subgraphs(model)):
@@ -391,7 +367,6 @@ __all__ = [
     "EXECUTOR_MAX_NESTING",
     "LIMIT_KEYS",
     "Limits",
-    "TensorLimitBackend",
     "check_declared_tensors",
     "check_limit_value",
     "check_model_size",

@@ -26,6 +26,7 @@ Subgraph numbers are those of the messages everywhere: 0 = main, k =
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from nnhal.driver.backends import Backend, OpQuery
 from nnhal.driver.ops.registry import OperandInfo
@@ -73,7 +74,7 @@ def light_operand_info(operand: Operand) -> OperandInfo:
     )
 
 
-def light_query(model: Model, number: int, op_index: int) -> OpQuery:
+def light_query(model: Model, number: int, op_index: int, extensions: Any = None) -> OpQuery:
     """A query built from operand descriptions only (used for IF/WHILE)."""
     subgraph = subgraph_at(model, number)
     op = subgraph.operations[op_index]
@@ -83,6 +84,7 @@ def light_query(model: Model, number: int, op_index: int) -> OpQuery:
         outputs=tuple(light_operand_info(subgraph.operands[i]) for i in op.outputs),
         relaxed=model.relaxComputationFloat32toFloat16,
         where=where(number, op_index),
+        extensions=extensions,
     )
 
 
@@ -113,12 +115,19 @@ MAX_REASON_HOPS = 64
 class SupportChecker:
     """Decides support for main's operations; one instance per model and question."""
 
-    def __init__(self, model: Model, backend: Backend, query_for: QueryFor | None = None) -> None:
+    def __init__(
+        self,
+        model: Model,
+        backend: Backend,
+        query_for: QueryFor | None = None,
+        name_of: Callable[[int], str] = operation_name,
+    ) -> None:
         self.model = model
+        #: anything with ``supports(OpQuery)``: a device's SupportPipeline, or a backend
         self.backend = backend
         self.query_for: QueryFor = query_for or (lambda n, j: light_query(model, n, j))
-        #: op packages name their extension operations (nnhal.driver.extensions.BoundBackend)
-        self.name_of: Callable[[int], str] = getattr(backend, "operation_name", operation_name)
+        #: how reasons name operations (op packages name their extension operations)
+        self.name_of = name_of
         #: subgraph number -> None (all supported) or (operation index, its failure).
         #: Links, not strings: a reason spelt out per subgraph would cost O(depth^2).
         self._verdicts: dict[int, tuple[int, Failure] | None] = {}
@@ -214,7 +223,10 @@ class SupportChecker:
 
 
 def explain_support(
-    model: Model, backend: Backend, query_for: QueryFor | None = None
+    model: Model,
+    backend: Backend,
+    query_for: QueryFor | None = None,
+    name_of: Callable[[int], str] = operation_name,
 ) -> tuple[list[bool], dict[int, str]]:
     """Support for each of main's operations, with a reason for every False."""
-    return SupportChecker(model, backend, query_for).check()
+    return SupportChecker(model, backend, query_for, name_of).check()

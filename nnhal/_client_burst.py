@@ -15,8 +15,7 @@ import numpy as np
 
 from nnhal import convert as cv
 from nnhal import convert_legacy as legacy
-from nnhal._proto.v1_3 import prepared_model_pb2 as ppb
-from nnhal.client import (
+from nnhal._client_results import (
     ExecutionResult,
     RequestResult,
     _check,
@@ -24,6 +23,7 @@ from nnhal.client import (
     _request_result,
     transport_error,
 )
+from nnhal._proto.v1_3 import prepared_model_pb2 as ppb
 from nnhal.errors import DeviceUnavailable
 from nnhal.types import InlineMemory, Request, SharedMemory
 

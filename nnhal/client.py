@@ -38,7 +38,17 @@ import grpc
 import numpy as np
 
 from nnhal import convert as cv
+from nnhal._client_burst import Burst
 from nnhal._client_io import IoPlan
+from nnhal._client_results import (
+    ExecutionResult,
+    RequestResult,
+    _call,
+    _measure,
+    _request_result,
+    _rpc,
+    _timing,
+)
 from nnhal._client_session import DEFAULT_LEASE_S, ClientSession, close_quietly
 from nnhal._metadata import with_metadata
 from nnhal._proto.v1_3 import device_pb2 as dpb
@@ -47,9 +57,8 @@ from nnhal._proto.v1_3 import prepared_model_pb2 as ppb
 from nnhal._proto.v1_3 import prepared_model_pb2_grpc as pgrpc
 from nnhal._proto.v1_3 import types_pb2 as tpb
 from nnhal.control import select_device
-from nnhal.errors import DeviceUnavailable, HalError, ResourceExhausted, error_from_status
+from nnhal.errors import DeviceUnavailable, HalError, error_from_status
 from nnhal.types import (
-    NO_TIMING,
     BufferDesc,
     BufferRole,
     Capabilities,
@@ -60,7 +69,6 @@ from nnhal.types import (
     Extension,
     InlineMemory,
     Model,
-    OutputShape,
     Priority,
     Request,
     SharedMemory,
@@ -91,87 +99,12 @@ GRPC_OPTIONS = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message
 
 
 @dataclass(frozen=True)
-class ExecutionResult:
-    """Outputs of ``PreparedModel.execute``: one array per main output, at its runtime shape."""
-
-    outputs: list[np.ndarray]
-    outputShapes: tuple[OutputShape, ...]
-    timing: Timing
-
-
-@dataclass(frozen=True)
-class RequestResult:
-    """Outcome of ``execute_request``; ``pools`` holds the new contents of inline output pools."""
-
-    outputShapes: tuple[OutputShape, ...]
-    timing: Timing
-    pools: dict[int, bytes]
-
-
-@dataclass(frozen=True)
 class FencedResult:
     """Outcome of ``executeFenced``: the (already signalled) sync fence and the callback."""
 
     syncFence: int
     callback: FencedExecutionCallback
     pools: dict[int, bytes]
-
-
-def _check(reply: Any) -> Any:
-    """Raise the HalError of a non-NONE reply (with output shapes when it has some)."""
-    if reply.status != ErrorStatus.NONE:
-        shapes = tuple(cv.output_shape_from_pb(s) for s in getattr(reply, "outputShapes", ()))
-        raise error_from_status(reply.status, reply.message, shapes)
-    return reply
-
-
-def transport_error(exc: grpc.RpcError, what: str = "gRPC transport error") -> HalError:
-    """The HalError for a failed RPC: DEVICE_UNAVAILABLE, except gRPC RESOURCE_EXHAUSTED
-    (a message over the server's ``max_message_bytes``, or the server out of resources),
-    which is RESOURCE_EXHAUSTED_PERSISTENT for a message too large, else _TRANSIENT."""
-    code = exc.code() if hasattr(exc, "code") else None
-    details = exc.details() if hasattr(exc, "details") else str(exc)
-    if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
-        too_large = "larger than max" in (details or "")
-        hint = (
-            "; the message is larger than the server accepts (its limit max_message_bytes): "
-            'send fewer or smaller inline pools, or use shared memory (memory="shared")'
-            if too_large
-            else ""
-        )
-        return ResourceExhausted(
-            f"{what} RESOURCE_EXHAUSTED: {details}{hint}", transient=not too_large
-        )
-    return DeviceUnavailable(f"{what} {code}: {details}")
-
-
-def _call(method: Callable[[Any], Any], message: Any) -> Any:
-    """Call one unary RPC; a transport fault is DEVICE_UNAVAILABLE (``transport_error``)."""
-    try:
-        return method(message)
-    except grpc.RpcError as exc:
-        raise transport_error(exc) from exc
-
-
-def _rpc(method: Callable[[Any], Any], message: Any) -> Any:
-    """``_call`` and raise the HalError of a non-NONE status."""
-    return _check(_call(method, message))
-
-
-def _timing(reply: Any, field: str = "timing") -> Timing:
-    return cv.timing_from_pb(getattr(reply, field)) if reply.HasField(field) else NO_TIMING
-
-
-def _request_result(reply: Any) -> RequestResult:
-    return RequestResult(
-        outputShapes=tuple(cv.output_shape_from_pb(s) for s in reply.outputShapes),
-        timing=_timing(reply),
-        pools={p.poolIndex: bytes(p.data) for p in reply.outputPools},
-    )
-
-
-def _measure(measure: bool) -> int:
-    return tpb.MEASURE_TIMING_YES if measure else tpb.MEASURE_TIMING_NO
 
 
 # ---------------------------------------------------------------------------
@@ -593,6 +526,3 @@ class Buffer:
             _rpc(self.device.buffer_stub.release, ppb.ReleaseRequest(id=self.id))
             self.id = 0
 
-
-# Burst lives in its own module (it uses the helpers above).
-from nnhal._client_burst import Burst

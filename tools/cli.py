@@ -283,6 +283,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     test = _load_one(args.model, args.name)
     inputs = _read_inputs(args.inputs, test) if args.inputs else list(test.inputs)
     loop_ns = None if args.loop_timeout_ms is None else int(args.loop_timeout_ms * 1_000_000)
+    if args.trace:
+        return _run_traced(args, test, inputs, loop_ns)
     with _device(args) as dev:
         try:
             prepared = dev.prepareModel_1_3(test.model)
@@ -312,6 +314,38 @@ def cmd_run(args: argparse.Namespace) -> int:
                 "timeInDriver": result.timing.timeInDriver,
             },
             "outputs": [_jsonable(np.asarray(o)) for o in result.outputs],
+        }
+    )
+    return EXIT_OK
+
+
+def _run_traced(args: argparse.Namespace, test: Any, inputs: list, loop_ns: int | None) -> int:
+    """``nnhal run --trace``: the model in this process's executor, every operation's
+    inputs and outputs on stderr as it runs, the result as JSON on stdout."""
+    from nnhal.driver.device import Device
+
+    from nnhal.errors import HalError
+
+    if args.target:
+        raise CliError("--trace runs the model in this process; it cannot take --target", 2)
+    if args.deadline_ms is not None:
+        raise CliError("--trace takes no --deadline-ms (a traced run is not timed)", 2)
+    device = Device(_load_profile(args.profile))
+    try:
+        prepared = device.prepareModel_1_3(test.model)
+        outputs = prepared.compiled.run(
+            inputs, loop_timeout_ns=loop_ns, trace=lambda line: print(line, file=sys.stderr)
+        )
+    except HalError as e:
+        _print_json({"status": e.status.name, "message": e.message})
+        return EXIT_FAILED
+    _print_json(
+        {
+            "status": "NONE",
+            "outputShapes": [
+                {"dimensions": list(np.shape(o)), "isSufficient": True} for o in outputs
+            ],
+            "outputs": [_jsonable(np.asarray(o)) for o in outputs],
         }
     )
     return EXIT_OK
@@ -481,6 +515,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--loop-timeout-ms", type=float, metavar="N", help="loopTimeoutDuration")
     p.add_argument("--deadline-ms", type=float, metavar="N", help="execution deadline from now")
+    p.add_argument(
+        "--trace",
+        action="store_true",
+        help="run in this process, printing every operation's inputs and outputs to stderr",
+    )
     _add_device_args(p)
     p.set_defaults(func=cmd_run)
 

@@ -6,14 +6,15 @@
 supported, and otherwise says why in a few words without repeating the
 operation's name (the support rule prefixes "operation 3 (CONV_2D): ").
 
-The numpy reference backend lives in ``nnhal.driver.backends.reference``; op-package
-backends will implement the same protocol.
+The numpy reference backend (``nnhal.driver.backends.reference``) is a device's
+built-in backend; ``nnhal.driver.support_rules.SupportPipeline`` asks it after the
+profile's rules, and sends extension operations to their op packages.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from nnhal.driver.ops.registry import OpContext, OperandInfo, OperationDef
 
@@ -32,6 +33,9 @@ class OpQuery:
     #: validate_operation's result when the operation was already validated
     #: (the device validates the model first); None = not validated yet
     version: HalVersion | None = None
+    #: the model's extension prefixes resolved against the device's op packages
+    #: (``nnhal.driver.extensions.ModelExtensions``); None = the device has none
+    extensions: Any = None
 
     @property
     def is_control_flow(self) -> bool:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from nnhal.driver.extensions import PluginBackend
 from nnhal.driver.op_packages.rules import apply_rules
 
 from nnhal.errors import HalError
@@ -41,21 +40,15 @@ def explain_model(device: Any, model: Model) -> list[str]:
         analysis = device.analyze(rewritten)
     except HalError as exc:
         return [*lines, f"the rewritten model is invalid: {exc.message}"]
-    backend = device.backend
-    bound = backend.bind(rewritten) if isinstance(backend, PluginBackend) else None
-    from nnhal.types import operation_name
-
-    name_of = bound.operation_name if bound is not None else operation_name
+    support = device.support
     for number, subgraph in enumerate((rewritten.main, *rewritten.referenced)):
         lines.append(f"subgraph {number}{' (main)' if number == 0 else ''}:")
         for k, op in enumerate(subgraph.operations):
             query = analysis.query_for(number, k)
             if query.is_control_flow:
                 which, why = "executor", "control flow (its subgraphs are listed separately)"
-            elif bound is not None:
-                which, why = bound.choice(query)
             else:
-                ok, reason = backend.supports(query)
-                which, why = (backend.name, "built-in kernel") if ok else ("-", reason)
-            lines.append(f"  operation {k} {name_of(op.type)}: {which}: {why}")
+                which, why = support.explain(query)
+            name = support.operation_name(op.type, analysis.extensions)
+            lines.append(f"  operation {k} {name}: {which}: {why}")
     return lines

@@ -260,6 +260,7 @@ class PackageOp:
             execute=self._bind,
             variadic=bool(op.inputs and op.inputs[0].repeated),
             variadic_outputs=bool(op.outputs[0].repeated),  # the only output (spec rule)
+            pure=all(impl.pure for impl in self.package.impls(op)),
         )
 
     def _bind(self, ctx: OpContext) -> Any:

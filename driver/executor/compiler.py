@@ -132,6 +132,7 @@ def _operation_step(
         outputs=tuple(operation.outputs),
         kernel_inputs=kernel_inputs,
         context=ctx,
+        pure=definition.pure,
     )
     try:
         # An op check needing a runtime scalar's value is deferred by

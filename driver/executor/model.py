@@ -17,6 +17,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from nnhal.driver.executor import verbose
 from nnhal.driver.executor.codegen import Generator
 from nnhal.driver.executor.compiler import compile_plans, output_dtypes
 from nnhal.driver.executor.operands import map_model_pools
@@ -140,8 +141,24 @@ class CompiledModel:
                 self._main_checked = self._checked.function(0)
             return self._main_checked
 
+    def _traced_main(self, trace: Callable[[str], object], *, checked: bool) -> Callable:
+        plans = verbose.traced_plans(self.plans, trace)
+        generator = Generator(
+            plans, checked=checked, specialize=False, max_tensor_bytes=self._max_tensor_bytes
+        )
+        return generator.function(0)
+
     def source(self, subgraph: int = 0, *, checked: bool = False) -> str:
-        """The generated source of one subgraph's function (for debugging)."""
+        """The Python source generated for one subgraph (0 = main), as it runs.
+
+        Each subgraph compiles to one straight-line function: a line per
+        operation calling its bound kernel (``k<subgraph>_<operation>``), IF as
+        ``if``/``else``, WHILE as a loop with its timeout test, and the
+        specialized patterns inlined. ``checked=True`` gives the variant used
+        when an execution has a deadline or can be cancelled (a deadline test
+        before every operation). Subgraphs that are inlined into their caller
+        get a function of their own here only for reading.
+        """
         if checked:
             self._checked_main()
         gen = self._checked if checked else self._unchecked
@@ -157,6 +174,7 @@ class CompiledModel:
         deadline_ns: int | None = None,
         loop_timeout_ns: int | None = LOOP_TIMEOUT_DEFAULT_NS,
         cancel: Cancel | None = None,
+        trace: Callable[[str], object] | None = None,
     ) -> list[np.ndarray]:
         """Execute main; one fresh array per main output, with its runtime shape.
 
@@ -164,6 +182,8 @@ class CompiledModel:
         dtype. ``deadline_ns``: absolute ``time.monotonic_ns()``, checked before
         each operation. ``loop_timeout_ns``: loopTimeoutDuration of each WHILE.
         ``cancel``: makes the run cancellable (always the checked variant).
+        ``trace``: called with one line per operation as it runs, giving its inputs
+        and outputs (``nnhal.driver.executor.verbose``; slow, for debugging).
         Raises MissedDeadline(transient=True) or GeneralFailure.
         """
         if len(inputs) != self._n_inputs:
@@ -182,6 +202,10 @@ class CompiledModel:
             function, extra = self._main, (loop_timeout_ns,)
         else:
             function, extra = self._checked_main(), (loop_timeout_ns, [deadline_ns])
+        if trace is not None:
+            function = self._traced_main(trace, checked=len(extra) == 2)
+            for line in verbose.input_lines(inputs):
+                trace(line)
         # kernels that wait outside this thread (op-package workers) read the cell too
         deadline_token = _DEADLINE.set(extra[1]) if len(extra) == 2 else None
         # IEEE results (inf, nan) are what NNAPI computes: no numpy warnings

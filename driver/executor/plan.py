@@ -53,6 +53,8 @@ class Step:
     context: OpContext | None = None
     #: output positions whose shape is proven at compile time: no runtime check
     proven: frozenset[int] = frozenset()
+    #: the operation's ``OperationDef.pure``: False = never hoisted out of a loop
+    pure: bool = True
 
     @property
     def where(self) -> str:

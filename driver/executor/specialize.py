@@ -302,10 +302,6 @@ RUNTIME_HELPERS["_b8"] = _b8
 # loop-invariant steps of a WHILE body
 # ---------------------------------------------------------------------------
 
-#: operations whose result is not a function of their inputs alone
-_IMPURE = frozenset({"RANDOM_MULTINOMIAL"})
-
-
 class _Unset:
     """The value of a hoisted result before the loop's first iteration computed it."""
 
@@ -336,7 +332,7 @@ def invariant_steps(body_plan: SubgraphPlan, n_carried: int, skip: set[int]) -> 
             fixed.add(index)
     positions = []
     for position, step in enumerate(body_plan.steps):
-        if position in skip or step.kind is not StepKind.OPERATION or step.name in _IMPURE:
+        if position in skip or step.kind is not StepKind.OPERATION or not step.pure:
             continue
         if step.outputs and all(i in fixed for i in step.inputs):
             positions.append(position)

@@ -57,6 +57,8 @@ class Implementation:
     cost: float | Callable[[Any], float] = GLACIAL
     types: dict[str, frozenset[str]] = field(default_factory=dict)  # tensor -> datatypes
     flags: tuple[str, ...] = ()
+    #: the outputs are a function of the inputs alone (see OperationDef.pure)
+    pure: bool = True
 
     @property
     def generic(self) -> bool:
@@ -75,8 +77,14 @@ def implementation(
     cost: float | Callable[[Any], float] = GLACIAL,
     types: dict[str, str | tuple[str, ...]] | None = None,
     flags: tuple[str, ...] = (),
+    pure: bool = True,
 ) -> Callable[[Callable], Callable]:
-    """Decorator registering a kernel implementation in its module."""
+    """Decorator registering a kernel implementation in its module.
+
+    ``pure=False`` for a kernel whose outputs are not a function of its inputs alone
+    (random draws, internal state): the executor then runs it at every use, never
+    once for a loop's iterations.
+    """
 
     def deco(fn: Callable) -> Callable:
         norm: dict[str, frozenset[str]] = {}
@@ -84,7 +92,7 @@ def implementation(
             items = (dts,) if isinstance(dts, str) else tuple(dts)
             norm[tensor] = frozenset(_NNAPI_TO_DATATYPE.get(d, d) for d in items)
         fn._nnhal_impl = Implementation(  # type: ignore[attr-defined]
-            fn=fn, name=fn.__name__, cost=cost, types=norm, flags=tuple(flags)
+            fn=fn, name=fn.__name__, cost=cost, types=norm, flags=tuple(flags), pure=pure
         )
         return fn
 

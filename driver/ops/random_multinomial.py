@@ -153,5 +153,6 @@ RANDOM_MULTINOMIAL = register(
         execute=_execute,
         prepare=_prepare,
         validate=_validate,
+        pure=False,  # the reference draws anew at every execution
     )
 )

@@ -152,6 +152,10 @@ class OperationDef:
     variadic: bool = False
     #: the single output position repeats (at least once): SPLIT's num_splits outputs
     variadic_outputs: bool = False
+    #: the outputs are a function of the inputs alone. False (RANDOM_MULTINOMIAL's
+    #: draws): the executor never computes it once for several uses, e.g. never
+    #: hoists it out of a WHILE body as loop-invariant
+    pure: bool = True
 
     @property
     def min_inputs(self) -> int:

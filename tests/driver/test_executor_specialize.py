@@ -346,3 +346,34 @@ def test_invariant_step_counting_kernel_calls(monkeypatch):
     args = [np.zeros((1, 2), np.float32), np.array([0], np.int32), np.array([7], np.int32)]
     recompiled.run([*args, np.ones((1, 2), np.float32)])
     assert len(calls) == 1
+
+
+def test_an_impure_registration_is_never_hoisted(monkeypatch):
+    """Purity is a property of the registration: the same invariant MUL, registered
+    impure, runs at every iteration and the loop still gives the generic result."""
+    from dataclasses import replace as dc_replace
+
+    from nnhal.driver.executor import compiler
+    from nnhal.driver.executor.specialize import invariant_steps
+    from nnhal.driver.ops import registry
+
+    mul = registry.lookup(O.MUL)
+    monkeypatch.setattr(
+        compiler, "lookup", lambda code: dc_replace(mul, pure=False) if code == O.MUL
+        else registry.lookup(code)
+    )  # fmt: skip
+    compiled = compile_model(invariant_model())
+    assert not compiled.plans[2].steps[0].pure
+    assert invariant_steps(compiled.plans[2], 2, set()) == []
+    assert "is _UNSET:" not in compiled.source(0)
+    args = [np.array([[1.0, -1.0]], np.float32), np.array([0], np.int32)]
+    args += [np.array([4], np.int32), np.array([[0.25, 4.0]], np.float32)]
+    want = compile_model(invariant_model(), specialize=False).run(args)
+    np.testing.assert_array_equal(compiled.run(args)[0], want[0])
+
+
+def test_random_multinomial_is_registered_impure():
+    from nnhal.driver.ops import registry
+
+    impure = sorted(d.type.name for d in registry.registered().values() if not d.pure)
+    assert impure == ["RANDOM_MULTINOMIAL"]

@@ -198,7 +198,7 @@ def test_ten_thousand_deep_validation_and_support(make):
     limit = sys.getrecursionlimit()
     validate_model(model)
     assert nesting_depths(model) == [10_000]
-    supported, reasons = SupportChecker(model, ReferenceBackend(load_profile(None))).check()
+    supported, reasons = SupportChecker(model, ReferenceBackend()).check()
     assert supported == [True]
     device = Device()
     supported, reasons = device.explainSupportedOperations(model)

@@ -12,6 +12,7 @@ import pytest
 from nnhal.driver.backends.explain import explain_model
 from nnhal.driver.device import Device
 from nnhal.driver.op_packages.discovery import discover, load_path
+from nnhal.driver.profile import builtin_profiles, load_profile
 from nnhal.driver.service import create_server
 from repo_paths import REPO_ROOT
 
@@ -410,3 +411,55 @@ def test_extension_listed_only_when_every_operation_runs_on_the_backend():
         assert (spec.extension_name in names) == every_op, backend
     assert all(spec.runs_on("CPU", op)[0] for op in spec.ops)
     assert not all(spec.runs_on("HTP", op)[0] for op in spec.ops)
+
+
+@pytest.mark.parametrize("profile", builtin_profiles())
+def test_package_operations_are_supported_under_every_builtin_profile(xml_pkgs, profile) -> None:
+    """The profile's rules (sample-driver first_input_types and include_operations, the
+    exclude and operand-type lists) are about the HAL's own operations: a package's
+    operation is decided by its definition, under every profile, and runs."""
+    device = Device(load_profile(profile), op_packages=xml_pkgs)
+    model = soft_clip_model()
+    supported, reasons = device.explainSupportedOperations(model)
+    assert supported == [True], reasons
+    prepared = device.prepareModel_1_3(model)
+    x = np.array([[-2, -0.5, 0], [0.5, 2, 3]], np.float32)
+    (out,) = prepared.compiled.run([x])
+    np.testing.assert_allclose(out, np.tanh(x), rtol=1e-6)
+
+
+@pytest.mark.parametrize("profile", ["nnapi-sample_quant", "nnapi-sample_minimal"])
+def test_profile_rules_still_refuse_builtin_operations_beside_a_package(xml_pkgs, profile) -> None:
+    """The same profiles keep refusing the HAL operations their rules exclude (MUL on
+    float32: not in minimal's include_operations, not a quant first input)."""
+    mb = ModelBuilder()
+    g = mb.main
+    a, b = g.input(T.TENSOR_FLOAT32, [2]), g.input(T.TENSOR_FLOAT32, [2])
+    y = g.output(T.TENSOR_FLOAT32, [2])
+    g.operation(Op.MUL, [a, b, g.constant(T.INT32, 0)], [y])
+    device = Device(load_profile(profile), op_packages=xml_pkgs)
+    supported, reasons = device.explainSupportedOperations(mb.build())
+    assert supported == [False]
+    assert f"profile {profile!r}" in reasons[0]
+
+
+def test_package_kernels_declare_purity(xml_pkgs, monkeypatch) -> None:
+    """@implementation(pure=False) on any implementation makes the operation impure for
+    the executor (never hoisted out of a loop); the default is pure."""
+    from dataclasses import replace as dc_replace
+
+    from nnhal.driver.extensions import ExtensionSet
+    from nnhal.driver.op_packages.runtime import implementation
+
+    model = soft_clip_model()
+    code = model.main.operations[0].type
+    ext = ExtensionSet(xml_pkgs, "CPU").for_model(model)
+    assert ext.operation(code).definition().pure
+    package = ext.operation(code).package
+    name = ext.operation(code).op.name
+    impls = package.implementations[name]
+    monkeypatch.setitem(
+        package.implementations, name, [impls[0], dc_replace(impls[-1], pure=False)]
+    )
+    assert not ExtensionSet(xml_pkgs, "CPU").for_model(model).operation(code).definition().pure
+    assert implementation(pure=False)(lambda x: x)._nnhal_impl.pure is False
