@@ -84,7 +84,7 @@ def skipped_families(results: Sequence[Result], families: Sequence[str]) -> dict
 
 
 def skipped_families_line(results: Sequence[Result], families: Sequence[str]) -> str:
-    """"skipped whole: F (why); G (why)", or "" when every family ran something."""
+    """The line naming every family skipped whole, with why ("" when none was)."""
     skipped = skipped_families(results, families)
     if not skipped:
         return ""
@@ -177,9 +177,13 @@ def coverage_table(results: Sequence[Result], families: Sequence[str]) -> str:
         for t in sorted(rows[op]):
             cells = rows[op][t]
             row = [f"{cells[f]['passed']}/{cells[f]['tests']}" if f in cells else "-" for f in used]
-            total = (sum(c["passed"] for c in cells.values()), sum(c["tests"] for c in cells.values()))
+            total = (
+                sum(c["passed"] for c in cells.values()),
+                sum(c["tests"] for c in cells.values()),
+            )
             lines.append(
-                f"{op:<{op_w}}{t:<{type_w}}" + "  ".join(f"{c:>{w}}" for c, w in zip(row, col_w))
+                f"{op:<{op_w}}{t:<{type_w}}"
+                + "  ".join(f"{c:>{w}}" for c, w in zip(row, col_w))
                 + f"  {f'{total[0]}/{total[1]}':>7}"
             )
     n = coverage_totals(results)

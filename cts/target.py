@@ -150,7 +150,11 @@ def add_model(element_type: int = OperandType.TENSOR_FLOAT32, dims=(2,)) -> Mode
     """out = a + b on two inputs: the small valid model capability probes use."""
     mb = ModelBuilder()
     g = mb.main
-    quant = {"scale": 1.0} if element_type in (OperandType.TENSOR_QUANT8_ASYMM, OperandType.TENSOR_QUANT8_ASYMM_SIGNED) else {}
+    quant = (
+        {"scale": 1.0}
+        if element_type in (OperandType.TENSOR_QUANT8_ASYMM, OperandType.TENSOR_QUANT8_ASYMM_SIGNED)
+        else {}
+    )
     a, b = g.input(element_type, dims, **quant), g.input(element_type, dims, **quant)
     out = g.output(element_type, dims, **quant)
     g.operation(OperationType.ADD, [a, b, g.constant(OperandType.INT32, 0)], [out])

@@ -385,12 +385,23 @@ def _wrong_length_data(target, test, folder) -> None:
     for h in data_cache:
         with open(h[0], "ab") as f:
             f.write(bytes(range(1, 200)))
-    status, prepared, message = _from_cache(target, model_cache, data_cache, TOKEN)
+    status, prepared, _ = _from_cache(target, model_cache, data_cache, TOKEN)
     check((status == ErrorStatus.NONE) == bool(prepared),
           f"data cache too long: status {status.name} but prepared model id {prepared}")  # fmt: skip
     if prepared:
         _works(target, test, prepared)
     target.assert_serving()
+
+
+def _overwrite(paths: list[str], contents: list[bytes], stop: threading.Event) -> None:
+    """Keep writing ``contents`` over ``paths`` until ``stop`` is set (the TOCTOU attacker)."""
+    while not stop.is_set():
+        for path, data in zip(paths, contents):
+            try:
+                Path(path).write_bytes(data)
+            except OSError:
+                pass  # the target holds it open or replaced it: try again
+        stop.wait(0.001)
 
 
 #: iterations of the TOCTOU tests (VTS runs 100 on a 100-operation model)
@@ -418,17 +429,8 @@ def _toctou(when: str) -> Scenario:
                 check(status == ErrorStatus.NONE, f"saving: {status.name} ({message})")
                 PreparedModel(target.device, prepared, test.model).release()
             stop = threading.Event()
-
-            def overwrite(paths=[h[0] for h in model_cache]) -> None:
-                while not stop.is_set():
-                    for path, data in zip(paths, foreign):
-                        try:
-                            Path(path).write_bytes(data)
-                        except OSError:
-                            pass
-                    stop.wait(0.001)
-
-            writer = threading.Thread(target=overwrite, daemon=True)
+            paths = [h[0] for h in model_cache]
+            writer = threading.Thread(target=_overwrite, args=(paths, foreign, stop), daemon=True)
             writer.start()
             try:
                 if when == "save":
@@ -439,7 +441,7 @@ def _toctou(when: str) -> Scenario:
                           f"overwritten: {status.name} ({message})")  # fmt: skip
                     _works(target, test, prepared)
                 else:
-                    status, prepared, message = _from_cache(target, model_cache, data_cache, TOKEN)
+                    status, prepared, _ = _from_cache(target, model_cache, data_cache, TOKEN)
                     if prepared:
                         _works(target, test, prepared)
             finally:

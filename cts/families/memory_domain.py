@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-from nnhal.cts.core import Problems, TestCase, check, fail
+from nnhal.cts.core import Problems, Skip, TestCase, check, fail
 from nnhal.cts.paths import check_error, execute
 
 from nnhal._client_io import IoPlan
@@ -277,8 +277,8 @@ def _allocate_conflicts(target) -> str:
             else:
                 try:
                     b = prepare(model_b)
-                except Exception:  # noqa: BLE001 - the other type may be unsupported: skip it
-                    continue
+                except (Skip, HalError):
+                    continue  # the other type is unsupported: no second role to conflict with
                 models = [a, b]
                 both = [BufferRole(0, 0, 1.0), BufferRole(1, 0, 1.0)]
                 pairs = [

@@ -238,7 +238,9 @@ def test_whole_family_skips_are_named_and_strict_fails_on_them():
 
 
 def test_coverage_lists_every_operation_with_totals():
-    results = [Result("generated/a", "generated", Outcome.PASSED, coverage=(("ADD", "TENSOR_FLOAT32"),))]
+    results = [
+        Result("generated/a", "generated", Outcome.PASSED, coverage=(("ADD", "TENSOR_FLOAT32"),))
+    ]
     table = coverage_table(results, ["generated"])
     rows = [line.split()[0] for line in table.splitlines()[2:-2]]
     assert len(rows) == 102 and "WHILE" in rows and "OEM_OPERATION" not in rows

@@ -475,7 +475,9 @@ def test_a_quant_only_driver_gets_the_path_and_feature_families():
     assert not report.skipped_families(), report.skipped_families()
     assert not [r for r in report.results if r.outcome.is_problem]
     for family in ("burst", "fenced", "caching", "memory-domain"):
-        assert any(r.outcome == Outcome.PASSED for r in report.results if r.family == family), family
+        assert any(r.outcome == Outcome.PASSED for r in report.results if r.family == family), (
+            family
+        )
 
 
 def ignores_while_condition(profile):
@@ -519,7 +521,9 @@ def test_every_family_checks_the_standard_support_answer():
                   filters=("generated/add/base/*", "qos/add/*"))  # fmt: skip
     assert set(_outcomes(report, "generated/").values()) == {Outcome.FAILED}
     assert set(_outcomes(report, "qos/").values()) == {Outcome.FAILED}
-    assert "returned 2 flags for 1 main operations" in report.by_id()["generated/add/base/0"].message
+    assert (
+        "returned 2 flags for 1 main operations" in report.by_id()["generated/add/base/0"].message
+    )
 
 
 def ignores_deadlines():
