@@ -1,7 +1,7 @@
 """LSTM layer benchmark: UNIDIRECTIONAL_SEQUENCE_LSTM and a WHILE loop of LSTM
 steps, against a hand-written numpy LSTM.
 
-The layer (issue 5): batch 1, 100 time steps, input size 128, 256 units, no
+The layer: batch 1, 100 time steps, input size 128, 256 units, no
 peephole/projection, tanh, float32, constant weights. Three ways, run in this
 process and timed in interleaved rounds (median per full sequence):
 

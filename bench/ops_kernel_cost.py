@@ -1,6 +1,6 @@
 """Per-operation cost: a one-operation model through the executor vs the bare numpy expression.
 
-Three 1000-element float32 operations (issue 3's "kernel cost stays low"):
+Three 1000-element float32 operations (the "kernel cost stays low"):
 
 - ADD of two ``[1000]`` tensors (activation NONE) vs ``np.add(a, b)``;
 - SOFTMAX of ``[1, 1000]`` with beta 1.0 vs

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from nnhal.driver.ops.registry import not_implemented, registered
+from nnhal.driver.ops.registry import registered
 
 from nnhal.types import HalVersion, OperandType, OperationType
 
@@ -56,7 +56,6 @@ class CatalogEntry:
 def catalog() -> list[CatalogEntry]:
     """One entry per HAL 1.3 operation (OEM_OPERATION excluded), in HAL order."""
     implemented = registered()
-    missing = not_implemented()
     entries = []
     for op in OperationType:
         if op == OperationType.OEM_OPERATION:
@@ -66,7 +65,7 @@ def catalog() -> list[CatalogEntry]:
         elif op in implemented:
             entries.append(CatalogEntry(op, True, dict(implemented[op].types), ""))
         else:
-            entries.append(CatalogEntry(op, False, {}, missing.get(op, "not implemented")))
+            entries.append(CatalogEntry(op, False, {}, "not implemented"))
     return entries
 
 

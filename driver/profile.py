@@ -59,6 +59,7 @@ _TOP_KEYS = frozenset(
         "op_package_isolation",
         "op_package_kernel_timeout_ms",
         "op_package_workers",
+        "threads",
     }
 )
 _PERF_KEYS = (
@@ -113,6 +114,9 @@ class Profile:
     op_package_kernel_timeout_ms: int = 10_000
     #: worker processes (concurrent op-package kernel calls) in "process" isolation
     op_package_workers: int = 2
+    #: numeric-library threads of the serving process (nnhal.driver.ops.threads;
+    #: 0 = the libraries' default; None = not set here)
+    threads: int | None = None
 
     def sample_rule(self, op_type: int, input_types: Sequence[int | None]) -> str | None:
         """Why ``include_operations`` / ``first_input_types`` refuse an operation (None: they
@@ -251,6 +255,14 @@ class _Parser:
             raise self.error(
                 "op_package_isolation", f'must be "process" or "inline", got {_show(isolation)}'
             )
+        threads = None
+        if "threads" in data:
+            from nnhal.driver.ops.threads import parse_threads
+
+            try:
+                threads = parse_threads(data["threads"])
+            except ValueError as exc:
+                raise self.error("threads", str(exc)) from None
         return Profile(
             name=name,
             versionString=version,
@@ -273,6 +285,7 @@ class _Parser:
             op_package_workers=self._positive_int(
                 data.get("op_package_workers", 2), "op_package_workers", maximum=64
             ),
+            threads=threads,
         )
 
     def _type_input(self, table: Any) -> tuple[tuple[int, int], ...]:

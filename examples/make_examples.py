@@ -16,8 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
 from nnhal.tools.bench import STATE0, fibonacci_while_model, numpy_loop
+
 from nnhal.types import OperandType
 from nnhal.vectors import TestModel, save_vectors
 

@@ -7,7 +7,9 @@ been checked, so referenced subgraphs can be indexed without further guards.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import contextvars
+from collections.abc import Iterator, Sequence
 
 from nnhal.errors import InvalidArgument
 from nnhal.types import (
@@ -134,8 +136,23 @@ def _require_compatible(
         )
 
 
+#: ValidationMode::RUNTIME (the NNAPI runtime validating a model it interprets itself):
+#: control-flow operands of unknown size are allowed. Set with ``runtime_validation()``.
+_RUNTIME_MODE: contextvars.ContextVar[bool] = contextvars.ContextVar("runtime_mode", default=False)
+
+
+@contextlib.contextmanager
+def runtime_validation() -> Iterator[None]:
+    """Validate as the NNAPI runtime does (unknown sizes in WHILE allowed) within the block."""
+    token = _RUNTIME_MODE.set(True)
+    try:
+        yield
+    finally:
+        _RUNTIME_MODE.reset(token)
+
+
 def _require_known_size(where: str, text: str, operand: Operand) -> None:
-    if not has_known_size(operand):
+    if not has_known_size(operand) and not _RUNTIME_MODE.get():
         raise InvalidArgument(
             f"{where}: {text} ({describe(operand)}) has unknown size; HAL 1.3 drivers"
             " require every WHILE operand to be fully specified (known rank and dimensions)"

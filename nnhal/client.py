@@ -146,6 +146,10 @@ def connect(
                 channel = with_metadata(channel, (opened.header,))
     except grpc.RpcError as exc:
         channel.close()
+        if exc.code() == grpc.StatusCode.NOT_FOUND and device:
+            raise DeviceUnavailable(
+                f"the server at {address} has no device {device!r}: {exc.details()}"
+            ) from None
         raise DeviceUnavailable(
             f"no nnhal driver answered at {address} within {timeout} s: {exc.code()}"
             + (f" ({exc.details()})" if exc.code() == grpc.StatusCode.UNAUTHENTICATED else "")

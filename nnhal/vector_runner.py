@@ -209,11 +209,14 @@ def write_report(path: str | Path, results: Iterable[VectorResult]) -> None:
 
 
 @contextmanager
-def connect_device(address: str, timeout: float = 10.0, security: Any = None) -> Iterator[Any]:
-    """A client Device connected to ``address``, closed on exit (``security``: TLS, token)."""
+def connect_device(
+    address: str, timeout: float = 10.0, security: Any = None, device: str | None = None
+) -> Iterator[Any]:
+    """A client Device connected to ``address`` (its ``device``, default the first), closed
+    on exit (``security``: TLS, token)."""
     from nnhal.client import connect
 
-    dev = connect(address, timeout=timeout, security=security)
+    dev = connect(address, timeout=timeout, security=security, device=device or None)
     try:
         yield dev
     finally:

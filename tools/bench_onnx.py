@@ -3,7 +3,8 @@
 Optional (``pip install 'nnhal[bench]'``: onnx + onnxruntime). Each builder
 returns an ``OnnxPeer``: the serialized model, how to feed the workload's
 main inputs, and which workload outputs the ONNX outputs correspond to (so
-the same numpy check applies). The models are the idiomatic ONNX form of
+the same numpy check applies). ``onnx_workload`` makes a workload of a user's ONNX file
+(``nnhal bench --model MODEL.onnx``). The models are the idiomatic ONNX form of
 the same computation: ``Loop`` with the trip count ``M`` (plus a condition
 where the workload exits early), ``If`` for branches, the iteration counter
 carried as int32 like the NNAPI model's. Sessions run on the CPU provider
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -34,14 +36,19 @@ class OnnxPeer:
     model: bytes
     feed: Callable[[list[np.ndarray]], dict]
     outputs: list[int]  # workload output position of each ONNX output
+    #: ONNX outputs -> the NNAPI model's form (int32, [1] for rank 0); None: as they are
+    post: Callable[[list], list] | None = None
 
 
 def session(peer: OnnxPeer):
     import onnxruntime as ort
 
+    from nnhal.tools.bench_threads import ort_threads
+
     options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
+    options.intra_op_num_threads = ort_threads()  # the run's --threads (0 = ort's default)
     options.inter_op_num_threads = 1
+    options.log_severity_level = 3  # errors only: no shape-mismatch warnings on stderr
     return ort.InferenceSession(peer.model, options, providers=["CPUExecutionProvider"])
 
 
@@ -52,6 +59,8 @@ def runner(peer: OnnxPeer, sess, inputs: list[np.ndarray]) -> Callable[[], list]
 
     def run() -> list:
         got = sess.run(None, feed)
+        if peer.post is not None:
+            got = peer.post(got)
         outs: list = [None] * width
         for position, value in zip(peer.outputs, got):
             outs[position] = value
@@ -345,3 +354,137 @@ BUILDERS: dict[str, Callable[[dict], OnnxPeer]] = {
     "greedy": greedy,
     "lstm-decode": lstm_decode,
 }
+
+
+# ---------------------------------------------------------------------------
+# a user's ONNX file: `nnhal bench --model MODEL.onnx [--inputs FILE.npz]`
+# ---------------------------------------------------------------------------
+
+
+def trip_input(model) -> str | None:
+    """The graph input that is a Loop's trip count (directly or through Cast/Identity);
+    else, in a model with a Loop, its only rank-0 integer input (exporters turn
+    ``for i in range(n): ... break`` into a condition on ``n``)."""
+    names = {vi.name for vi in model.graph.input}
+    alias = {}
+    for node in model.graph.node:
+        if node.op_type in ("Cast", "Identity") and node.input and node.input[0]:
+            alias[node.output[0]] = node.input[0]
+    for node in model.graph.node:
+        if node.op_type == "Loop" and node.input and node.input[0]:
+            name = node.input[0]
+            while name in alias:
+                name = alias[name]
+            if name in names:
+                return name
+    if not any(node.op_type == "Loop" for node in model.graph.node):
+        return None
+    scalars = [
+        vi.name
+        for vi in model.graph.input
+        if vi.type.tensor_type.elem_type in (6, 7)  # INT32, INT64
+        and vi.type.tensor_type.HasField("shape")
+        and not vi.type.tensor_type.shape.dim
+    ]
+    return scalars[0] if len(scalars) == 1 else None
+
+
+def onnx_workload(path: str, inputs_npz: str | None = None, trips: list[int] | None = None):
+    """A Workload for ``path``: imported to NNAPI, checked against and timed with ORT.
+
+    The ONNX Runtime session is both the reference (its outputs are the
+    expected values, for every way) and the ``onnxruntime`` way. When a
+    graph input is a Loop trip count, the workload's parameter is that
+    input's value (default: half of and the given value, or 8 and 32), so
+    the suite's two-point fit gives the per-iteration cost; the iteration
+    count used is the trip count (an upper bound when the loop's condition
+    ends it early).
+    """
+    import onnx
+    from nnhal.importers.onnx import OnnxImportError, import_onnx
+    from nnhal.importers.onnx.inputs import load_npz, random_inputs
+    from nnhal.importers.onnx.vectors_out import nnapi_outputs
+    from nnhal.tools.bench_workloads import Workload
+
+    try:
+        result = import_onnx(path)
+    except OnnxImportError as exc:
+        raise ValueError(str(exc)) from None
+    if not result.ok:
+        first = result.unsupported[0]
+        raise ValueError(
+            f"{path}: {len(result.unsupported)} node(s) without an NNAPI mapping, e.g."
+            f" {first.node} ({first.op_type}): {first.reason}"
+        )
+    try:
+        base = load_npz(inputs_npz, result) if inputs_npz else random_inputs(result)
+    except OnnxImportError as exc:
+        raise ValueError(str(exc)) from None
+    data = Path(path).read_bytes()
+    trip = trip_input(onnx.load_from_string(data))
+    if trip is not None:
+        given = int(np.asarray(base[trip]).reshape(-1)[0]) if inputs_npz else 32
+        params = tuple(trips or sorted({max(given // 2, 1), max(given, 2)}))
+    else:
+        params = (1,)
+    ports = {p.name: p for p in result.inputs}
+    sess = None
+    if available() is None:
+        sess = session(OnnxPeer(data, lambda ins: {}, []))
+
+    def feeds_for(param: int) -> dict:
+        f = dict(base)
+        if trip is not None:
+            f[trip] = np.asarray(param, ports[trip].dtype).reshape(np.shape(base[trip]))
+        return f
+
+    cache: dict[int, list] = {}
+
+    def expected(param: int) -> list | None:
+        if sess is None:
+            return None
+        if param not in cache:
+            names = [p.name for p in result.outputs]
+            cache[param] = nnapi_outputs(result, sess.run(names, feeds_for(param)))
+        return cache[param]
+
+    def model_inputs(param: int) -> list:
+        return result.nnapi_inputs(feeds_for(param))
+
+    def reference(ins: list) -> list | None:
+        param = _param_of(ins, trip, result)
+        return expected(param)
+
+    def iterations(ins: list, _outs: list) -> int:
+        return _param_of(ins, trip, result) if trip is not None else 0
+
+    def to_ort(ins: list) -> dict:
+        out = {}
+        for p, v in zip(result.inputs, ins):
+            v = np.asarray(v).astype(p.dtype)
+            out[p.name] = v.reshape(()) if p.shape == () else v
+        return out
+
+    peer = OnnxPeer(data, to_ort, list(range(len(result.outputs))),
+                    post=lambda vals: nnapi_outputs(result, vals))  # fmt: skip
+    name = Path(path).stem
+    return Workload(
+        f"onnx:{name}",
+        f"ONNX file {path}" + (f" (trip count input {trip!r})" if trip else ""),
+        result.model,
+        model_inputs,
+        reference if sess is not None else None,
+        iterations,
+        params,
+        rtol=1e-3,
+        atol=1e-4,
+        extra={"onnx_peer": peer},
+        timed_reference=False,
+    )
+
+
+def _param_of(ins: list, trip: str | None, result) -> int:
+    if trip is None:
+        return 1
+    k = [p.name for p in result.inputs].index(trip)
+    return int(np.asarray(ins[k]).reshape(-1)[0])

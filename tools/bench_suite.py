@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 from nnhal.tools.bench_measure import Stats, run_rounds, two_point_fit
 from nnhal.tools.bench_modes import MODES, Harness
+from nnhal.tools.bench_threads import threads_line
 from nnhal.tools.bench_workloads import Workload
 
 from nnhal.errors import HalError
@@ -117,6 +118,7 @@ def run_suite(
             "cpus": os.cpu_count(),
         },
         "onnxruntime": ort_skip or "used",
+        "threads": threads_line(),
         "workloads": [],
         "ok": True,
     }
@@ -172,6 +174,8 @@ def _run_workload(h, w: Workload, params, rounds, min_time, warmup, ort_skip) ->
     }
     if ort_skip is None:
         builder = bench_onnx.BUILDERS.get(w.name)
+        if "onnx_peer" in w.extra:  # a user's ONNX file (--model MODEL.onnx) is its own peer
+            builder = lambda extra: extra["onnx_peer"]
         if builder is None:
             entry["onnxruntime"] = f"no ONNX model for {w.name} yet"
         else:
@@ -241,6 +245,7 @@ def print_table(doc: dict, compare: bool, out=None) -> None:
         + "; per-iteration cost from the two-point fit over trip counts",
         file=out,
     )
+    print(f"  {doc.get('threads') or threads_line()}", file=out)
     if isinstance(doc["onnxruntime"], str) and doc["onnxruntime"] != "used":
         print(f"  ({doc['onnxruntime']})", file=out)
     for w in doc["workloads"]:

@@ -48,6 +48,8 @@ import nnhal
 from nnhal import DEFAULT_ADDRESS
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+#: 128 + SIGPIPE: what a shell shows for a writer whose reader went away
+EXIT_BROKEN_PIPE = 141
 
 
 class CliError(Exception):
@@ -89,6 +91,13 @@ def _device(args: argparse.Namespace) -> AbstractContextManager[Any]:
             _check_address(args.target),
             timeout=args.connect_timeout,
             security=_security().client_security(args),
+            device=args.device,
+        )
+    if args.device:
+        raise CliError(
+            "--device picks one device of --target's server; the in-process driver serves "
+            "one device (give its profile with --profile)",
+            EXIT_USAGE,
         )
     _security().check_local(args)  # --tls-*/--token mean nothing without --target
     _load_profile(args.profile)  # fail early, with the profile's own message
@@ -170,6 +179,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         Device(with_limits(_load_profile(p), limits), **device_options(args, p))
         for p in args.profile or [None]
     ]
+    from nnhal.driver.ops.threads import serving_threads, set_threads  # --threads
+
+    try:
+        set_threads(serving_threads(args.threads, [d.profile.threads for d in devices]))
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     device = import_module("nnhal.tools.cli_trace").configure_devices(devices, args)
     # TLS, tokens, insecure exposure refused, graceful shutdown (nnhal/cli_security.py)
     return _security().serve(devices, address, args, device)
@@ -282,6 +297,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     test = _load_one(args.model, args.name)
     inputs = _read_inputs(args.inputs, test) if args.inputs else list(test.inputs)
+    if args.runtime:  # through the emulated NNAPI runtime (tools/cli_runtime.py)
+        return _runtime().cmd_run(args, inputs)
     loop_ns = None if args.loop_timeout_ms is None else int(args.loop_timeout_ms * 1_000_000)
     if args.trace:
         return _run_traced(args, test, inputs, loop_ns)
@@ -367,6 +384,8 @@ def _operation_names(values: Sequence[str]) -> set[str]:
 
 
 def cmd_vectors(args: argparse.Namespace) -> int:
+    if args.runtime:  # through the emulated NNAPI runtime (tools/cli_runtime.py)
+        return _runtime().cmd_vectors(args)
     from nnhal.vector_runner import FAILED, SKIPPED, run_vectors, summary_line, write_report
     from nnhal.vectors import find_vector_files, load_vectors, operations_used
 
@@ -452,7 +471,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _add_device_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--target", metavar="ADDR", help="HOST:PORT of a running `nnhal serve`")
+    p.add_argument(
+        "--target",
+        metavar="ADDR",
+        action=_runtime().TargetAction,  # repeatable for --runtime; else the last one counts
+        help="HOST:PORT of a running `nnhal serve`",
+    )
+    p.add_argument(
+        "--device", metavar="NAME", help="which device of --target's server (default: the first)"
+    )
     p.add_argument(
         "--connect-timeout",
         type=float,
@@ -466,6 +493,15 @@ def _add_device_args(p: argparse.ArgumentParser) -> None:
         help="device profile for the in-process driver (built-in name or TOML file)",
     )
     _security().add_client_options(p)  # --tls-ca, --token-file, ...
+
+
+def _threads_arg(text: str) -> int:
+    from nnhal.driver.ops.threads import parse_threads
+
+    try:
+        return parse_threads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -496,6 +532,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="a resource limit for every served device, over its profile's [limits] "
         "(e.g. max_concurrent_executions=8); repeatable",
     )
+    p.add_argument(
+        "--threads",
+        type=_threads_arg,
+        metavar="N|auto",
+        help="numeric-library (BLAS) threads of the server, over the profile's `threads` "
+        "(default 1; auto = every core; docs/performance.md)",
+    )
     _oppkg().add_serve_options(p)
     import_module("nnhal.tools.cli_trace").add_serve_options(p)  # --cache-dir
     _security().add_serve_options(p)  # --tls-cert, --token-file, --grace, ...
@@ -521,6 +564,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="run in this process, printing every operation's inputs and outputs to stderr",
     )
     _add_device_args(p)
+    _runtime().add_runtime_args(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("vectors", help="run test-vector files against the device")
@@ -544,6 +588,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("-v", "--verbose", action="store_true", help="also list skipped models")
     _add_device_args(p)
+    _runtime().add_runtime_args(p)
     p.set_defaults(func=cmd_vectors)
 
     p = sub.add_parser("cts", help="run the conformance suite against a driver")
@@ -646,6 +691,9 @@ def build_parser() -> argparse.ArgumentParser:
     import_module("nnhal.tools.cli_trace").add_parsers(sub)  # trace, devices, faults
     import_module("nnhal.tools.cli_stress").add_parsers(sub)  # stress, resources
     import_module("nnhal.tools.cli_import").add_parsers(sub)  # import (TFLite, ONNX)
+    import_module("nnhal.tools.cli_tflite").add_parsers(sub)  # tflite: run, compare with LiteRT
+    _runtime().add_parsers(sub)  # plan
+    import_module("nnhal.tools.cli_proto").add_parsers(sub)  # proto
     return parser
 
 
@@ -653,6 +701,12 @@ def _security() -> Any:
     import nnhal.tools.cli_security
 
     return nnhal.tools.cli_security
+
+
+def _runtime() -> Any:
+    import nnhal.tools.cli_runtime
+
+    return nnhal.tools.cli_runtime
 
 
 def _oppkg() -> Any:
@@ -673,6 +727,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (`nnhal ops | head`): end quietly, as a process killed by
+        # SIGPIPE would, and keep the interpreter from complaining while it flushes stdout
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except CliError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return e.code

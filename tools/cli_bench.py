@@ -12,12 +12,15 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from nnhal.tools.bench_threads import apply, threads_line
+
 EXIT_OK, EXIT_FAILED = 0, 1
 
 
 def add_bench_parser(sub, legacy: Callable[[argparse.Namespace], int]) -> None:
     """Add ``bench`` to the ``nnhal`` subparsers; ``legacy`` runs ``bench control-flow``."""
     from nnhal.tools.bench_modes import MODES
+    from nnhal.tools.bench_threads import add_threads_option
 
     p = sub.add_parser(
         "bench",
@@ -26,11 +29,21 @@ def add_bench_parser(sub, legacy: Callable[[argparse.Namespace], int]) -> None:
         "control-flow` (the Fibonacci seed benchmark).",
         allow_abbrev=False,  # `bench control-flow --n N` is the subcommand's option
     )
-    p.add_argument("--suite", choices=["control-flow"], help="the workload suite to run")
+    p.add_argument(
+        "--suite",
+        choices=["control-flow", "models"],
+        help="the workload suite to run (models: whole networks against onnxruntime)",
+    )
     p.add_argument(
         "--workload", action="append", metavar="NAME", help="run only these workloads (repeatable)"
     )
-    p.add_argument("--model", metavar="FILE", help="also run a model file with its stored inputs")
+    p.add_argument(
+        "--model",
+        metavar="FILE",
+        help="also run a model file: vector format (.json, .json.gz) with its stored inputs, or"
+        " .onnx side by side with onnxruntime",
+    )
+    p.add_argument("--inputs", metavar="FILE.npz", help="input values for --model MODEL.onnx")
     p.add_argument("--name", help="which model of --model's file")
     p.add_argument(
         "--mode",
@@ -55,6 +68,7 @@ def add_bench_parser(sub, legacy: Callable[[argparse.Namespace], int]) -> None:
     p.add_argument("--no-profile", action="store_true", help="skip the per-operation profile")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--profile", metavar="NAME|PATH", help="device profile of the driver")
+    add_threads_option(p)
     p.set_defaults(func=cmd_bench_suite, bench=None, bench_parser=p)
 
     bench = p.add_subparsers(dest="bench", metavar="BENCH")
@@ -71,23 +85,50 @@ def add_bench_parser(sub, legacy: Callable[[argparse.Namespace], int]) -> None:
     b.add_argument("--repeat", type=int, default=5, help="timed rounds per case (default 5)")
     b.add_argument("--json", metavar="FILE", help="write the figures as JSON")
     b.add_argument("--no-grpc", action="store_true", help="skip the gRPC case")
-    b.set_defaults(func=legacy)
+    add_threads_option(b)
+    b.set_defaults(func=_with_threads(legacy))
+
+
+def _with_threads(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Apply --threads, state it, then run the benchmark."""
+
+    def wrapped(args: argparse.Namespace) -> int:
+        apply(args.threads)
+        print(threads_line())
+        return run(args)
+
+    return wrapped
 
 
 def cmd_bench_suite(args: argparse.Namespace) -> int:
     """Usage errors exit 2 through argparse (as every other subcommand's)."""
     usage = args.bench_parser.error
+    if args.model and args.model.lower().endswith(".tflite") and not args.suite:
+        if args.rounds < 1 or args.warmup < 0:
+            usage("--rounds must be >= 1 and --warmup >= 0")
+        from nnhal.tools.bench_tflite import cmd_bench_tflite  # TFLite vs LiteRT
+
+        return cmd_bench_tflite(args)
     if args.suite is None and args.model is None:
         usage("choose --suite control-flow (or --model FILE), or `bench control-flow`")
+    if args.suite == "models":
+        return cmd_bench_models(args)
     if args.rounds < 1 or args.warmup < 0 or any(n < 0 for n in args.trips or []):
         usage("--rounds must be >= 1, --warmup >= 0 and every --trips >= 0")
     from nnhal.tools.bench_modes import MODES
     from nnhal.tools.bench_suite import print_table, run_suite, write_csv, write_json
     from nnhal.tools.bench_workloads import suite, user_workload
 
+    apply(args.threads)
     try:
         workloads = suite(args.workload) if args.suite else []
-        if args.model:
+        if args.model and args.model.lower().endswith(".onnx"):
+            from nnhal.tools.bench_onnx import onnx_workload
+
+            workloads.append(onnx_workload(args.model, args.inputs, args.trips))
+        elif args.model:
+            if args.inputs:
+                usage("--inputs goes with --model MODEL.onnx")
             workloads.append(user_workload(args.model, args.name))
     except (ValueError, OSError) as exc:
         usage(str(exc))
@@ -122,3 +163,55 @@ def cmd_bench_suite(args: argparse.Namespace) -> int:
         written = write_plots(doc, args.plot)
         print(f"plots: {written}" if isinstance(written, str) else f"plots: {', '.join(written)}")
     return EXIT_OK if doc["ok"] else EXIT_FAILED
+
+
+def cmd_bench_models(args: argparse.Namespace) -> int:
+    """``--suite models``: each network against onnxruntime, then the greedy decoder WHILE,
+    at each thread setting (``--threads``; default: 1, then the libraries' default)."""
+    import json
+
+    from nnhal.tools import bench_onnx
+    from nnhal.tools.bench_models import CASES, print_models, run_models
+    from nnhal.tools.bench_suite import print_table, run_suite
+    from nnhal.tools.bench_threads import AUTO
+    from nnhal.tools.bench_workloads import suite
+
+    usage = args.bench_parser.error
+    if args.rounds < 1:
+        usage("--rounds must be >= 1")
+    names = args.workload
+    unknown = sorted(set(names or []) - set(CASES) - {"greedy"})
+    if unknown:
+        usage(f"unknown models workload(s) {', '.join(unknown)}; choose from "
+              f"{', '.join([*CASES, 'greedy'])}")
+    missing = bench_onnx.available()
+    if missing:
+        usage(f"--suite models compares with onnxruntime: {missing}")
+    settings = [args.threads] if args.threads is not None else [1, AUTO]
+    doc: dict = {"suite": "models", "runs": []}
+    ok = True
+    for count in settings:
+        apply(count)
+        line = threads_line()
+        models = [n for n in (names or list(CASES)) if n in CASES]
+        results = run_models(models, args.rounds, count) if models else []
+        if results:
+            print_models(results, line, sys.stdout)
+        greedy = None
+        if names is None or "greedy" in names:
+            greedy = run_suite(
+                suite(["greedy"]),
+                modes=("executor",),
+                rounds=args.rounds,
+                warmup=args.warmup,
+                profile_ops=False,
+                progress=False,
+            )
+            print_table(greedy, True)
+            ok = ok and greedy["ok"]
+        print()
+        doc["runs"].append({"threads": line, "models": results, "greedy": greedy})
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=1, default=str)
+    return EXIT_OK if ok else EXIT_FAILED

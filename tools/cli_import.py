@@ -6,8 +6,9 @@ its ``cli`` module:
 
 - ``add_arguments(parser)``: options of its own (names prefixed by the format,
   so the formats never clash), and
-- ``run(args) -> int``: the import itself; it raises ``CliError`` for a bad file
-  (one line naming the node or tensor) and returns the exit code.
+- ``run(args) -> int``: the import itself; it raises a ``ValueError`` for a bad
+  file (one line naming the node or tensor: ``nnhal``'s main prints it and exits
+  1) and returns the exit code. (Importers may not import the command line.)
 """
 
 from __future__ import annotations

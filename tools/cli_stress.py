@@ -1,4 +1,4 @@
-"""`nnhal stress` and `nnhal resources` (issue 10: load and leak checks).
+"""`nnhal stress` and `nnhal resources` (load and leak checks).
 
 - ``nnhal stress [ADDR] [--clients N] [--executions M] [--duration S] [--seed S]
   [--mix KIND=W,...] [--json] [--profile P] [--device NAME]``: many client processes
@@ -111,7 +111,7 @@ def cmd_stress(args: argparse.Namespace) -> int:
         raise CliError("--profile is for the own server; it cannot go with ADDR", EXIT_USAGE)
     from nnhal.tools.cli_security import check_local, export_client_options
 
-    if args.address:  # the client processes read them from the environment (issue 10)
+    if args.address:  # the client processes read them from the environment
         export_client_options(args)
     else:
         check_local(args)
@@ -149,6 +149,6 @@ def cmd_resources(args: argparse.Namespace) -> int:
     from nnhal.tools.cli_trace import _checked, _control, _print
 
     _check_address(args.address)
-    with _control(args) as control:  # with --tls-*/--token (issue 10)
+    with _control(args) as control:  # with --tls-*/--token
         _print(_checked(control.resource_usage))
     return 0

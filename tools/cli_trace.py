@@ -1,4 +1,4 @@
-"""`nnhal trace`, `nnhal devices`, `nnhal faults`, and issue 8's `nnhal serve` options.
+"""`nnhal trace`, `nnhal devices`, `nnhal faults`, and `nnhal serve` options.
 
 - ``nnhal trace ADDR [--device NAME] [--clear]``: the device's call trace as JSON;
 - ``nnhal devices ADDR``: the served devices (name, versionString, type, ...) as JSON;
@@ -77,7 +77,7 @@ def add_parsers(sub: Any) -> None:
 def _client_options(p: argparse.ArgumentParser) -> None:
     from nnhal.tools.cli_security import add_client_options
 
-    add_client_options(p)  # issue 10: --tls-ca, --token-file, ...
+    add_client_options(p)  # --tls-ca, --token-file, ...
 
 
 def _control(args: argparse.Namespace) -> Any:

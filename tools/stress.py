@@ -18,9 +18,9 @@
 
 The verdict (``report["ok"]``) fails when any action ended with an outcome its kind
 does not allow (``nnhal.tools.stress_client.KINDS``), when a client could not run, or when
-``before`` and ``after`` differ in threads, open files, shared-memory mappings or
+``after`` holds more than ``before`` of threads, open files, shared-memory mappings or
 segments, live objects of any device, fenced executions still active or executions
-in flight. Resident memory is reported with its delta and fails the run only when it
+in flight (fewer is no leak: something that existed before the run may be gone). Resident memory is reported with its delta and fails the run only when it
 grew by more than ``max_rss_growth_mb`` (default 64 MiB): freed Python memory is not
 always given back to the system, so a small growth is no leak, while a leak of even
 one small tensor per call would pass the limit in a long run.
@@ -137,8 +137,11 @@ def compare(before: dict[str, Any], after: dict[str, Any], max_rss_growth_mb: fl
     problems = []
     b, a = checked_figures(before), checked_figures(after)
     for key in sorted(set(b) | set(a)):
-        if b.get(key) != a.get(key):
-            problems.append(f"{key}: {b.get(key)} before, {a.get(key)} after")
+        # only a growth is a leak: a descriptor or thread that existed before the run
+        # (another client's connection, a pool thread) may well be gone after it
+        was, now = b.get(key), a.get(key)
+        if was is not None and now is not None and now > was:
+            problems.append(f"{key}: {was} before, {now} after")
     rss_b, rss_a = before.get("rss_bytes"), after.get("rss_bytes")
     if rss_b is not None and rss_a is not None and rss_a - rss_b > max_rss_growth_mb * MIB:
         problems.append(

@@ -1,7 +1,6 @@
 """The numpy reference backend: runs every operation the registry implements.
 
-An ordinary operation is supported when the registry implements its type (it
-is registered, not listed by ``registry.not_implemented()``) and
+An ordinary operation is supported when the registry has its type and
 ``validate_operation`` passes. IF and WHILE are run by the executor itself, so
 this backend accepts them; the rule that their subgraphs must be supported too
 lives in ``nnhal.driver.support``, and the device profile's rules in
@@ -37,12 +36,6 @@ class ReferenceBackend:
         if not query.is_control_flow:
             definition = registry.lookup(code)
             if definition is None:
-                reason = registry.not_implemented().get(code)
-                if reason is not None:
-                    # The table's reasons may already say "not implemented ...".
-                    if "not implemented" in reason.lower():
-                        return False, reason
-                    return False, f"not implemented yet ({reason})"
                 return False, "not implemented by the reference backend"
 
         if definition is not None and query.version is None:

@@ -33,6 +33,7 @@ clause maps the traceback's line number back to the step that raised.
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -113,6 +114,26 @@ _GLOBALS: dict[str, object] = {
 }
 
 
+#: steps of one generated function; longer plans are split (Generator._emit_chunks)
+CHUNK_STEPS = 1000
+#: an operand's variable name in a subgraph function (Namer's "v" prefix)
+_OPERAND = re.compile(r"\bv\d+\b")
+
+
+def _build(fname: str, params: list[str], source: Source, what: str) -> tuple[Callable, str]:
+    """Compile ``source`` as function ``fname(params)`` with its closure; (function, text)."""
+    closure = list(source.closure)
+    text = "\n".join(
+        [f"def _factory({', '.join(closure)}):", f"    def {fname}({', '.join(params)}):"]
+        + ["        " + line for line in source.lines]
+        + [f"    return {fname}"]
+    )
+    filename = f"<nnhal plan {next(_counter)}: {what}>"
+    namespace = dict(_GLOBALS)
+    exec(compile(text, filename, "exec"), namespace)  # noqa: S102 (our own source)
+    return namespace["_factory"](*source.closure.values()), text
+
+
 class Source:
     """The body of one generated function, with the step behind each line."""
 
@@ -182,6 +203,7 @@ class Generator:
         self.specialize = specialize
         self.functions: dict[int, Callable] = {}
         self.sources: dict[int, str] = {}
+        self._chunk_sources: dict[int, list[str]] = {}
 
     # -- driving ---------------------------------------------------------
 
@@ -232,6 +254,7 @@ class Generator:
         subgraph = plan.subgraph
         source = Source()
         namer = Namer(source, plan, "v")
+        chunked = len(plan.steps) > CHUNK_STEPS
         params = [namer(i) for i in subgraph.inputIndexes]
         if len(set(params)) != len(params) or any(not p.startswith("v") for p in params):
             # duplicated (or odd) inputs: take them by position, then name them
@@ -245,9 +268,13 @@ class Generator:
         source.line(0, "try:")
         for target, value in prologue:
             source.line(1, f"{target} = {value}")
-        self.emit_steps(source, plan, namer, 1)
-        source.location = f"subgraph {number} outputs"
         outputs = [namer(i) for i in subgraph.outputIndexes]
+        if chunked:
+            defined = params + [target for target, _ in prologue]
+            self._emit_chunks(source, plan, number, defined, outputs)
+        else:
+            self.emit_steps(source, plan, namer, 1)
+        source.location = f"subgraph {number} outputs"
         source.line(1, f"return ({''.join(o + ', ' for o in outputs)})")
         source.location = None
         source.line(0, "except _PASS:")
@@ -257,17 +284,62 @@ class Generator:
         source.bind("_locations", source.locations)
 
         fname = f"subgraph_{number}{'_checked' if self.checked else ''}"
-        closure = list(source.closure)
-        text = "\n".join(
-            [f"def _factory({', '.join(closure)}):", f"    def {fname}({', '.join(params)}):"]
-            + ["        " + line for line in source.lines]
-            + [f"    return {fname}"]
-        )
-        filename = f"<nnhal plan {next(_counter)}: subgraph {number}>"
-        namespace = dict(_GLOBALS)
-        exec(compile(text, filename, "exec"), namespace)  # noqa: S102 (our own source)
-        self.sources[number] = text
-        return namespace["_factory"](*source.closure.values())
+        function, text = _build(fname, params, source, f"subgraph {number}")
+        self.sources[number] = "\n\n".join([*self._chunk_sources.pop(number, []), text])
+        return function
+
+    def _emit_chunks(
+        self, source: Source, plan: SubgraphPlan, number: int, defined: list[str], outputs
+    ) -> None:
+        """Main-body lines calling one generated function per CHUNK_STEPS steps.
+
+        CPython compiles one function in time growing with the square of its length (its
+        locals and closure cells), so a long plan becomes a chain of chunk functions, each
+        taking the operands it reads from earlier chunks (or the subgraph inputs) and
+        returning those later chunks (or the outputs) read. Operand names are ``v<index>``
+        and written once, so reads and writes are found by name.
+        """
+        tail = ["_lt", "_dl"] if self.checked else ["_lt"]
+        steps = plan.steps
+        count = len(steps)
+        spans = [range(s, min(s + CHUNK_STEPS, count)) for s in range(0, count, CHUNK_STEPS)]
+        pieces = []  # (chunk source, names it writes, names it reads)
+        for span in spans:
+            chunk = Source()
+            namer = Namer(chunk, plan, "v")
+            chunk.line(0, "try:")
+            for position in span:
+                self.emit_step(chunk, plan, namer, 1, position, steps[position])
+            written = (namer(i) for p in span for i in steps[p].outputs)
+            writes = {name for name in written if _OPERAND.fullmatch(name)}
+            reads = set(_OPERAND.findall("\n".join(chunk.lines)))
+            pieces.append((chunk, writes, reads))
+        known = set(defined)  # the function's parameters and prologue names
+        for _, writes, _ in pieces:
+            known |= writes
+        needed_later = {o for o in outputs if _OPERAND.fullmatch(o)}
+        live_out: list[list[str]] = [[] for _ in pieces]
+        for k in range(len(pieces) - 1, -1, -1):
+            chunk, writes, reads = pieces[k]
+            live_out[k] = sorted(writes & needed_later)
+            needed_later |= (reads & known) - writes
+        texts = []
+        for k, (chunk, writes, reads) in enumerate(pieces):
+            ins = sorted((reads & known) - writes)
+            chunk.location = None
+            chunk.line(1, f"return ({''.join(o + ', ' for o in live_out[k])})")
+            chunk.line(0, "except _PASS:")
+            chunk.line(1, "raise")
+            chunk.line(0, "except Exception as _e:")
+            chunk.line(1, "raise _wrap(_e, _locations)")
+            chunk.bind("_locations", chunk.locations)
+            fname = f"subgraph_{number}_part{k}{'_checked' if self.checked else ''}"
+            function, text = _build(fname, ins + tail, chunk, f"subgraph {number} part {k}")
+            texts.append(text)
+            call = f"{source.bind(f'_part{k}', function)}({', '.join(ins + tail)})"
+            targets = "".join(o + ", " for o in live_out[k])
+            source.line(1, f"{targets} = {call}" if targets else call)
+        self._chunk_sources[number] = texts
 
     # -- steps -------------------------------------------------------------
 
@@ -281,24 +353,37 @@ class Generator:
     ) -> None:
         """Lines of every step; ``replace`` maps a step's position to its own emitter."""
         for position, step in enumerate(plan.steps):
-            source.location = step.location
-            if self.checked:
-                source.line(depth, f"if _mono() > _dl[0]: raise _missed({step.location!r})")
-            missing = None
-            if step.kind is not StepKind.OPERATION:
-                missing = control_flow.no_value_input(step, namer)
-            if missing is not None:
-                source.line(
-                    depth, f"raise _no_input({step.location!r}, {missing[0]}, {missing[1]})"
-                )
-            elif replace and position in replace:
-                replace[position](depth)
-            elif step.kind is StepKind.OPERATION:
-                self.emit_operation(source, plan, step, namer, depth)
-            elif step.kind is StepKind.IF:
-                control_flow.emit_if(self, source, plan, step, namer, depth)
-            else:
-                control_flow.emit_while(self, source, plan, step, namer, depth)
+            self.emit_step(source, plan, namer, depth, position, step, replace)
+
+    def emit_step(
+        self,
+        source: Source,
+        plan: SubgraphPlan,
+        namer: Namer,
+        depth: int,
+        position: int,
+        step: Step,
+        replace: dict[int, Callable[[int], None]] | None = None,
+    ) -> None:
+        """The lines of one step (``emit_steps``' body)."""
+        source.location = step.location
+        if self.checked:
+            source.line(depth, f"if _mono() > _dl[0]: raise _missed({step.location!r})")
+        missing = None
+        if step.kind is not StepKind.OPERATION:
+            missing = control_flow.no_value_input(step, namer)
+        if missing is not None:
+            source.line(
+                depth, f"raise _no_input({step.location!r}, {missing[0]}, {missing[1]})"
+            )
+        elif replace and position in replace:
+            replace[position](depth)
+        elif step.kind is StepKind.OPERATION:
+            self.emit_operation(source, plan, step, namer, depth)
+        elif step.kind is StepKind.IF:
+            control_flow.emit_if(self, source, plan, step, namer, depth)
+        else:
+            control_flow.emit_while(self, source, plan, step, namer, depth)
 
     def emit_operation(
         self, source: Source, plan: SubgraphPlan, step: Step, namer: Namer, depth: int

@@ -21,7 +21,6 @@ from nnhal.driver.extensions import kernel_definition
 from nnhal.driver.ops.registry import (
     OpContext,
     lookup,
-    not_implemented,
     validate_operation,
 )
 
@@ -87,15 +86,13 @@ def _operation_step(
     subgraph = plan.subgraph
     operation = subgraph.operations[op_index]
     name = operation_name(operation.type)
-    # issue 6: a device compiling with op packages binds extension operations (and
+    # a device compiling with op packages binds extension operations (and
     # built-ins a package overrides) from the package backend; else the registry.
     definition = kernel_definition(operation.type) or lookup(operation.type)
     if definition is not None and not isinstance(definition.type, OperationType):
         name = definition.type.name  # the package op's name, for messages
     if definition is None:
-        reason = not_implemented().get(operation.type)
-        detail = f": {reason}" if reason else ""
-        raise InvalidArgument(f"{name} ({where}): operation is not supported{detail}")
+        raise InvalidArgument(f"{name} ({where}): operation is not supported")
 
     def info(index: int):
         return operand_info(model, subgraph, index, views, value=plan.constants.get(index))

@@ -191,7 +191,22 @@ def _body_increment(body_plan: SubgraphPlan, k: int) -> tuple[int, int, bool] | 
 
 
 def fast_fully_connected(step: Step) -> tuple[np.ndarray, np.ndarray | None] | None:
-    """(Wt, bias or None) when FULLY_CONNECTED can run as ``np.dot(x, Wt)``."""
+    """(Wt, bias or None) when FULLY_CONNECTED can run as ``np.dot(x, Wt)``.
+
+    Computed once per step (the transposed copy of a large weight matrix is costly, and
+    the unchecked and checked variants of a plan both ask).
+    """
+    cached = step.__dict__.get("_fast_fully_connected", _UNKNOWN)
+    if cached is _UNKNOWN:
+        cached = _fast_fully_connected(step)
+        step.__dict__["_fast_fully_connected"] = cached
+    return cached
+
+
+_UNKNOWN = object()
+
+
+def _fast_fully_connected(step: Step) -> tuple[np.ndarray, np.ndarray | None] | None:
     ctx = step.context
     if step.name != "FULLY_CONNECTED" or step.late is not None or ctx is None:
         return None

@@ -150,7 +150,9 @@ def _quant_kernel(ctx: OpContext, activation: int) -> Callable[..., np.ndarray]:
     zp_in, zp_w, zp_out = inp.zeroPoint, weights.zeroPoint, out.zeroPoint
 
     def centered_weights(w: np.ndarray) -> np.ndarray:
-        return np.ascontiguousarray((w.astype(np.float64) - zp_w).T)
+        # a transposed view: BLAS takes it as is (the integer sums are exact in any order),
+        # while copying a large matrix's transpose is a cache-hostile strided copy
+        return (w.astype(np.float64) - zp_w).T
 
     weights_const = ctx.constant(1)
     wt = None if weights_const is None else centered_weights(weights_const)

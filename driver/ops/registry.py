@@ -176,40 +176,6 @@ def _required(args: tuple[Arg, ...]) -> int:
 
 _REGISTRY: dict[int, OperationDef] = {}
 
-# Which issue brings each HAL 1.3 operation that the foundation did not
-# implement. IF and WHILE belong to the executor and OEM_OPERATION is never
-# run, so none of the three is listed. An operation counts as not implemented
-# while it is planned here and not registered: registering it is all it takes.
-PLANNED_BY_ISSUE = {
-    3: """POW MAXIMUM MINIMUM ABS EXP LOG SQRT RSQRT SIN NEG FLOOR ELU HARD_SWISH RELU
-        RELU1 RELU6 LOGISTIC TANH PRELU SOFTMAX LOG_SOFTMAX REDUCE_ALL REDUCE_ANY
-        REDUCE_MAX REDUCE_MIN REDUCE_PROD REDUCE_SUM MEAN ARGMAX ARGMIN TOPK_V2 QUANTIZE
-        DEQUANTIZE SQUEEZE EXPAND_DIMS TRANSPOSE SPLIT STRIDED_SLICE GATHER TILE PAD PAD_V2
-        FILL RANK BATCH_TO_SPACE_ND SPACE_TO_BATCH_ND DEPTH_TO_SPACE SPACE_TO_DEPTH
-        CHANNEL_SHUFFLE EMBEDDING_LOOKUP HASHTABLE_LOOKUP""",
-    4: """CONV_2D DEPTHWISE_CONV_2D GROUPED_CONV_2D TRANSPOSE_CONV_2D AVERAGE_POOL_2D
-        MAX_POOL_2D L2_POOL_2D L2_NORMALIZATION LOCAL_RESPONSE_NORMALIZATION
-        INSTANCE_NORMALIZATION RESIZE_BILINEAR RESIZE_NEAREST_NEIGHBOR ROI_ALIGN ROI_POOLING
-        AXIS_ALIGNED_BBOX_TRANSFORM BOX_WITH_NMS_LIMIT GENERATE_PROPOSALS
-        DETECTION_POSTPROCESSING HEATMAP_MAX_KEYPOINT""",
-    5: """LSTM RNN SVDF BIDIRECTIONAL_SEQUENCE_LSTM BIDIRECTIONAL_SEQUENCE_RNN
-        UNIDIRECTIONAL_SEQUENCE_LSTM UNIDIRECTIONAL_SEQUENCE_RNN QUANTIZED_16BIT_LSTM
-        QUANTIZED_LSTM LSH_PROJECTION RANDOM_MULTINOMIAL""",
-}
-
-_PLANNED: dict[int, str] = {
-    OperationType[name]: f"not implemented yet (issue #{issue})"
-    for issue, names in PLANNED_BY_ISSUE.items()
-    for name in names.split()
-}
-
-
-def not_implemented() -> dict[int, str]:
-    """HAL operations known but not implemented (yet), with the reason."""
-    _load_all()
-    return {op: reason for op, reason in _PLANNED.items() if op not in _REGISTRY}
-
-
 def register(definition: OperationDef) -> OperationDef:
     if definition.type in _REGISTRY:
         raise ValueError(f"{definition.type.name} registered twice")

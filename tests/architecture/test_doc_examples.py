@@ -133,7 +133,7 @@ class Session:
                 self.addresses[shown.group(0)] = ADDRESS.search(printed).group(0)
             return 0, printed
         done = subprocess.run(
-            command, shell=True, cwd=self.cwd, env=self.env, stdout=subprocess.PIPE,
+            command, check=False, shell=True, cwd=self.cwd, env=self.env, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True, timeout=600,
         )  # fmt: skip
         return done.returncode, done.stdout

@@ -37,6 +37,8 @@ from nnhal.cts.core import Outcome
 from nnhal.cts.suite import Config, run_suite
 from nnhal.cts.target import Options
 
+pytestmark = pytest.mark.slow  # conformance runs against broken drivers
+
 
 @contextmanager
 def serve(device) -> Iterator[tuple[object, str]]:
@@ -303,7 +305,7 @@ def test_a_hung_target_is_recorded_and_the_run_completes():
 
 
 # ---------------------------------------------------------------------------
-# Broken HAL features of issue 8: caching and memory domains
+# Broken HAL features: caching and memory domains
 # ---------------------------------------------------------------------------
 
 

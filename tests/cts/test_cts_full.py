@@ -17,6 +17,8 @@ from nnhal.cts.report import coverage_totals, summary_line
 from nnhal.cts.suite import Config, run_suite
 from nnhal.cts.target import Options
 
+pytestmark = pytest.mark.slow  # the whole conformance suite
+
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)

@@ -180,11 +180,11 @@ def test_static_facts(device: Device):
     assert device.getType() in set(DeviceType)
     assert device.getStatus() == DeviceStatus.AVAILABLE
     assert device.getSupportedExtensions() == ()
-    assert device.getNumberOfCacheFilesNeeded() == (1, 1)  # issue 8: tests/test_cache.py
+    assert device.getNumberOfCacheFilesNeeded() == (1, 1)  # tests/test_cache.py
 
 
 def test_caching_and_allocate_need_their_arguments(device: Device):
-    # issue 8: caching and memory domains work (tests/test_cache.py, tests/test_buffers.py)
+    # caching and memory domains work (tests/test_cache.py, tests/test_buffers.py)
     with pytest.raises(InvalidArgument, match="no cache handles") as info:
         device.prepareModelFromCache_1_3(None, (), (), bytes(32))
     assert info.value.status == ErrorStatus.INVALID_ARGUMENT

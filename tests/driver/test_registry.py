@@ -1,8 +1,7 @@
 """The operation registry: coverage of HAL 1.3 and the generic validation.
 
-Every HAL 1.3 OperationType is registered, or listed by not_implemented() with
-a reason, or is one of IF/WHILE (owned by the executor) and OEM_OPERATION
-(never run) -- and never two of these at once.
+Every HAL 1.3 OperationType is registered, or is one of IF/WHILE (owned by the
+executor) and OEM_OPERATION (never run), and never both.
 """
 
 from __future__ import annotations
@@ -11,11 +10,9 @@ import numpy as np
 import pytest
 from nnhal.driver.ops import registry
 from nnhal.driver.ops.registry import (
-    PLANNED_BY_ISSUE,
     OpContext,
     OperandInfo,
     lookup,
-    not_implemented,
     registered,
     scalar_input_indexes,
     validate_operation,
@@ -51,35 +48,12 @@ ISSUE_2_OPERATIONS = {
 }
 
 
-def test_every_hal13_operation_is_accounted_for():
+def test_every_hal13_operation_is_registered():
     implemented = set(registered())
-    pending = set(not_implemented())
-    assert not implemented & pending, "registered and listed as not implemented"
-    assert not (implemented | pending) & NOT_IN_REGISTRY
-    missing = set(OperationType) - implemented - pending - NOT_IN_REGISTRY
-    assert not missing, f"neither registered nor listed: {sorted(m.name for m in missing)}"
-    assert len(implemented) + len(pending) == 100  # 102 fundamental ops minus IF and WHILE
-
-
-def test_not_implemented_reasons_name_their_issue():
-    planned = {
-        OperationType[name]: issue
-        for issue, names in PLANNED_BY_ISSUE.items()
-        for name in names.split()
-    }
-    assert {3: 51, 4: 19, 5: 11} == {
-        n: sum(1 for issue in planned.values() if issue == n) for n in (3, 4, 5)
-    }
-    assert not ISSUE_2_OPERATIONS & set(planned)
-    for op, reason in not_implemented().items():
-        assert reason == f"not implemented yet (issue #{planned[op]})", (op, reason)
-
-
-def test_not_implemented_follows_the_registry(monkeypatch):
-    registered()  # load every module before patching
-    assert OperationType.ABS not in not_implemented()
-    monkeypatch.delitem(registry._REGISTRY, OperationType.ABS)
-    assert not_implemented()[OperationType.ABS] == "not implemented yet (issue #3)"
+    assert not implemented & NOT_IN_REGISTRY
+    missing = set(OperationType) - implemented - NOT_IN_REGISTRY
+    assert not missing, f"not registered: {sorted(m.name for m in missing)}"
+    assert len(implemented) == 100  # 102 fundamental operations minus IF and WHILE
 
 
 def test_foundation_operations_are_registered():

@@ -1,4 +1,4 @@
-"""Exposure (issue 10): TLS, mutual TLS, bearer tokens, insecure exposure refused, health service.
+"""Exposure: TLS, mutual TLS, bearer tokens, insecure exposure refused, health service.
 
 Servers run in this process (``create_server(..., security=...)``) on loopback,
 except where a test needs another address; certificates are made per module
@@ -451,6 +451,7 @@ def test_cli_clients_with_tls_and_token(pki, tmp_path, capsys, monkeypatch) -> N
         server.stop(None).wait()
 
 
+@pytest.mark.slow
 def test_stress_and_resources_with_tls_and_token(pki, tmp_path, capsys, monkeypatch) -> None:
     import json
 

@@ -1,4 +1,4 @@
-"""Exposure (issue 10): what clients name cannot make the server read or write elsewhere.
+"""Exposure: what clients name cannot make the server read or write elsewhere.
 
 Cache files (driver/cache_paths.py), shared-memory names (driver/memory.py),
 pool offsets and lengths (validation), and op packages (only from explicit

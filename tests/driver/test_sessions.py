@@ -290,6 +290,7 @@ def test_a_call_that_ends_early_cancels_its_execution(server):
     device.close()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_killed_client_process_leaves_nothing_behind(server):
     """SIGKILL a real client holding a prepared model, a driver buffer, a client fence, a

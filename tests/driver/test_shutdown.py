@@ -1,4 +1,4 @@
-"""Graceful shutdown of a real `nnhal serve` process (issue 10).
+"""Graceful shutdown of a real `nnhal serve` process.
 
 The execution in flight is an op-package kernel held at a gate the test opens
 (a file it creates), so "in flight when SIGTERM arrives" is certain, never a
@@ -30,6 +30,8 @@ from nnhal.builder import ModelBuilder
 from nnhal.client import connect
 from nnhal.errors import DeviceUnavailable
 from nnhal.types import OperandType as T
+
+pytestmark = pytest.mark.slow  # real `nnhal serve` processes
 
 ROOT = REPO_ROOT
 SOFT_CLIP = "com.example.soft_clip_package"

@@ -484,3 +484,54 @@ def test_nnhal_modules_do_not_import_driver_at_import_time():
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_proto_prints_and_writes_the_installed_files(tmp_path, capsys):
+    code, out, _ = run_cli(capsys, "proto")
+    assert code == 0
+    names = [line.split(": ")[1] for line in out.splitlines() if line.startswith("// file: ")]
+    assert names == [f"nnhal/v1_3/{n}.proto" for n in
+                     ("control", "device", "prepared_model", "types", "types_legacy")]  # fmt: skip
+    assert "service IDevice" in out
+    code, out, _ = run_cli(capsys, "proto", "--out", str(tmp_path))
+    assert code == 0
+    written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.proto"))
+    assert written == names
+    source = REPO_ROOT / "proto" / "nnhal" / "v1_3" / "device.proto"
+    assert (tmp_path / "nnhal/v1_3/device.proto").read_text() == source.read_text()
+
+
+@pytest.mark.parametrize("args", [["proto"], ["ops"]])
+def test_a_reader_that_goes_away_ends_the_command_quietly(args):
+    """`nnhal ops | head -1`: no "Broken pipe" error, no traceback."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nnhal", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    assert proc.stdout is not None and proc.stdout.readline()
+    proc.stdout.close()  # the reader goes away after one line
+    _, err = proc.communicate(timeout=120)
+    assert err == b"" and proc.returncode in (0, 141)
+
+
+def test_device_picks_one_device_of_the_target(add_file, capsys):
+    """`--device` on the commands that talk to a server: the same model, two devices."""
+    from nnhal.driver.device import Device
+    from nnhal.driver.profile import load_profile
+    from nnhal.driver.service import create_server
+
+    devices = [Device(load_profile("default")), Device(load_profile("nnapi-sample_quant"))]
+    server, address = create_server(devices, "127.0.0.1:0")
+    try:
+        model = str(add_file[0])
+        for device, want in (("default", [True]), ("nnapi-sample_quant", [False]), (None, [True])):
+            extra = ["--device", device] if device else []
+            code, out, _ = run_cli(capsys, "supported", model, "--target", address, *extra)
+            assert code == 0 and json.loads(out)["supported"] == want, device
+        code, out, _ = run_cli(capsys, "run", model, "--target", address, "--device", "default")
+        assert code == 0 and json.loads(out)["status"] == "NONE"
+        code, _, err = run_cli(capsys, "supported", model, "--target", address, "--device", "gpu")
+        assert code == 1 and "gpu" in err
+    finally:
+        server.stop(None)
+    code, _, err = run_cli(capsys, "supported", model, "--device", "default")
+    assert code == 2 and "--device picks one device of --target's server" in err

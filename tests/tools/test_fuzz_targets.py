@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 from nnhal.tools.fuzz.corpus import seeds_for
 from nnhal.tools.fuzz.targets import TARGETS
 
+pytestmark = pytest.mark.slow  # hypothesis runs of every fuzz target
+
 
 @pytest.fixture(scope="module", autouse=True)
 def _stop_live_server():

@@ -1,4 +1,4 @@
-"""`nnhal stress` and getResourceUsage (issue 10, load): short real runs and the leak check.
+"""`nnhal stress` and getResourceUsage: short real runs and the leak check.
 
 The runs start their own `nnhal serve` subprocess and spawn real client processes, as
 the command does; they are kept to a few seconds. The resource tests use a fresh
@@ -18,6 +18,8 @@ import pytest
 from nnhal.tools.cli import main
 from nnhal.tools.stress import checked_figures, compare, settled_usage
 from nnhal.tools.stress_client import DEFAULT_WEIGHTS, KINDS, add_model, plan_kinds
+
+pytestmark = pytest.mark.slow  # client processes against real servers
 
 
 def _run(capsys, *args: str) -> tuple[int, dict]:
@@ -297,3 +299,12 @@ def test_sessions_are_counted_and_the_reaper_ends_with_the_last(fresh_server) ->
     idle = settled_usage(control, 5.0)
     assert idle["sessions"] == {"open": 0, "running": 0, "expired": 0, "reaper": False}
     assert idle["devices"]["default"]["objects"]["prepared_models"] == 0
+
+
+def test_compare_counts_only_growth_as_a_leak() -> None:
+    """A figure that went down (a connection open before the run closed during it) is
+    no leak; one that went up is, and unknown figures are not compared."""
+    base = {"threads": 25, "open_files": 11, "shm_mappings": 0, "rss_bytes": 0}
+    assert compare(base, {**base, "open_files": 10, "threads": 24}, 64.0) == []
+    assert compare(base, {**base, "open_files": 12}, 64.0) == ["open_files: 11 before, 12 after"]
+    assert compare(base, {**base, "shm_mappings": None}, 64.0) == []

@@ -391,7 +391,7 @@ def test_multinomial_check():
 
 # ---- the CI run of the shared vectors ----------------------------------------
 
-#: The foundation's operations (issue 2): the 720 shared models using only these.
+#: The foundation's operations: the 720 shared models using only these.
 FOUNDATION_OPERATIONS = (
     "ADD,SUB,MUL,DIV,LESS,LESS_EQUAL,GREATER,GREATER_EQUAL,EQUAL,NOT_EQUAL,LOGICAL_AND,"
     "LOGICAL_OR,LOGICAL_NOT,SELECT,CAST,FULLY_CONNECTED,RESHAPE,CONCATENATION,SLICE,IF,WHILE"
@@ -473,6 +473,7 @@ def _run_vectors_command(
     return results
 
 
+@pytest.mark.slow
 def test_ci_vectors_in_process(vectors_dir, ci_selection, tmp_path, capsys):
     """`nnhal vectors` with the in-process driver (still through gRPC): every shared
     model whose operations are all implemented must pass, none may be skipped."""
@@ -480,6 +481,7 @@ def test_ci_vectors_in_process(vectors_dir, ci_selection, tmp_path, capsys):
     assert len(results) == ci_selection[1]
 
 
+@pytest.mark.slow
 def test_ci_vectors_against_nnhal_serve(vectors_dir, ci_selection, tmp_path, capsys):
     """The same selection again, against a separately started `nnhal serve` (--target)."""
     # The server's log goes to a file: a pipe nobody reads would fill up and

@@ -1,4 +1,4 @@
-"""Seeded property-based and coverage-guided fuzzing of the driver (issue 10).
+"""Seeded property-based and coverage-guided fuzzing of the driver.
 
 - ``data``: ``Draw``, structured choices read from the fuzzer's bytes
 - ``corpus``: seed models, requests and op-package configs

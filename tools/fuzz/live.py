@@ -18,7 +18,7 @@ case a getVersionString must still be answered NONE.
 Requests naming a shared-memory segment that exists on this host are not
 sent: attaching another process's segment is exactly what a fuzzer must not
 do to the machine it runs on (that the server lets a client name any segment
-is issue 10's exposure item, not this target's).
+belongs to the exposure rules, not to this target).
 """
 
 from __future__ import annotations

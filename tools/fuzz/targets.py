@@ -81,7 +81,7 @@ _INTERNAL = re.compile(
 )
 
 
-#: an allocation too large for the machine: needs a configured limit (issue 10, limits)
+#: an allocation too large for the machine: needs a configured limit
 _RESOURCE = re.compile(r"MemoryError|array is too big|Unable to allocate")
 
 

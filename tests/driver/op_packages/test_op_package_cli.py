@@ -19,6 +19,8 @@ EXAMPLES = ROOT / "examples"
 sys.path.insert(0, str(EXAMPLES))
 import while_models as wm
 
+pytestmark = pytest.mark.slow  # `nnhal` subprocesses and pip installs
+
 sys.path.remove(str(EXAMPLES))
 
 
@@ -78,7 +80,8 @@ def test_serve_configs_and_run_while_models(tmp_path: Path) -> None:
     server = Server(*args, "--op-package", str(bad))
     try:
         for name in wm.EXAMPLES:
-            proc = _nnhal("run", str(EXAMPLES / name / "model.json"), "--target", server.address)
+            proc = _nnhal("run", str(EXAMPLES / name / "model.json"), "--target", server.address,
+                          "--loop-timeout-ms", "15000")  # fmt: skip
             assert proc.returncode == 0, proc.stderr
             _check_run(proc.stdout, name)
     finally:
@@ -113,7 +116,8 @@ def test_generate_install_serve_from_entry_point(tmp_path: Path) -> None:
     )
     server = Server(env=env)
     try:
-        proc = _nnhal("run", str(EXAMPLES / name / "model.json"), "--target", server.address)
+        proc = _nnhal("run", str(EXAMPLES / name / "model.json"), "--target", server.address,
+                          "--loop-timeout-ms", "15000")  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         _check_run(proc.stdout, name)
     finally:
@@ -135,7 +139,8 @@ def test_generated_directory_serves_with_edited_kernel(tmp_path: Path) -> None:
     assert f"ascend.square_add  (ini SquareAdd 1.0)  from {out / 'square_add'}" in listed.stdout
     server = Server("--op-package", str(out))
     try:
-        proc = _nnhal("run", str(EXAMPLES / name / "model.json"), "--target", server.address)
+        proc = _nnhal("run", str(EXAMPLES / name / "model.json"), "--target", server.address,
+                          "--loop-timeout-ms", "15000")  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         _check_run(proc.stdout, name)
     finally:

@@ -19,6 +19,7 @@ from repo_paths import REPO_ROOT
 from nnhal.builder import ModelBuilder
 from nnhal.client import connect
 from nnhal.errors import InvalidArgument
+from nnhal.types import LOOP_TIMEOUT_MAXIMUM_NS
 from nnhal.types import OperandType as T
 from nnhal.types import OperationType as Op
 
@@ -30,6 +31,9 @@ sys.modules["while_models"] = wm
 _spec.loader.exec_module(wm)
 
 SOFT_CLIP = "com.example.soft_clip_package"
+#: the HAL's longest loop timeout: a loop around a kernel in a worker process that is still
+#: starting must not time out on a slow machine
+LOOP_LIMIT = LOOP_TIMEOUT_MAXIMUM_NS
 
 
 def packages(name: str):
@@ -75,7 +79,7 @@ def test_example_while_model_runs_over_grpc(name: str) -> None:
         assert client.getSupportedOperations_1_3(model) == [True]
         assert [e.name for e in client.getSupportedExtensions()] == [wm.EXAMPLES[name][1]]
         prepared = client.prepareModel_1_3(model)
-        result = prepared.execute([wm.X0, np.array([wm.N], np.int32)])
+        result = prepared.execute([wm.X0, np.array([wm.N], np.int32)], loop_timeout_ns=LOOP_LIMIT)
         x, i = wm.expected(name)
         np.testing.assert_allclose(result.outputs[0], x, rtol=1e-6)
         np.testing.assert_array_equal(result.outputs[1], i)
@@ -188,7 +192,7 @@ def test_fusion_rule_applied_at_prepare(xml_pkgs) -> None:
     prepared = device.prepareModel_1_3(wm.model("qnn_xml"))
     names = [s.name for s in prepared.compiled.plans[2].steps]
     assert names == ["SoftClipPackage.AddSoftClip", "ADD"]
-    out = prepared.compiled.run([wm.X0, np.array([wm.N], np.int32)])
+    out = prepared.compiled.run([wm.X0, np.array([wm.N], np.int32)], loop_timeout_ns=LOOP_LIMIT)
     np.testing.assert_allclose(out[0], wm.expected("qnn_xml")[0], rtol=1e-6)
 
 
@@ -218,7 +222,7 @@ def test_kernel_failure_is_general_failure(tmp_path: Path) -> None:
     from nnhal.errors import HalError
 
     with pytest.raises(HalError, match="bad value"):
-        prepared.compiled.run([wm.X0, np.array([wm.N], np.int32)])
+        prepared.compiled.run([wm.X0, np.array([wm.N], np.int32)], loop_timeout_ns=LOOP_LIMIT)
 
 
 def _sum_model(n: int, type_: int = T.TENSOR_FLOAT32):

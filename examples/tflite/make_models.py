@@ -1,0 +1,307 @@
+"""Writes the TFLite test models and their reference outputs (run once, by hand).
+
+    pip install tensorflow-cpu tf-keras ai-edge-litert   # development time only
+    python examples/tflite/make_models.py
+
+Each model ``NAME.tflite`` gets ``NAME.npz`` beside it: the inputs (``input_K``)
+and the outputs TFLite's own interpreter computed for them (``output_K``), so the
+tests compare against a real interpreter without TensorFlow or LiteRT installed.
+Inputs are seeded; rerunning reproduces the files up to converter changes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np
+import tensorflow as tf
+
+HERE = Path(__file__).resolve().parent
+RNG = np.random.default_rng(17)
+
+
+def small_cnn(input_shape=(16, 16, 3), blocks=16, hidden=0) -> tf.keras.Model:
+    """A MobileNet-like net: conv, depthwise-separable blocks with residuals, pooling, dense."""
+    tf.keras.utils.set_random_seed(1)
+    L = tf.keras.layers
+    x_in = tf.keras.Input(input_shape, batch_size=1)
+    x = L.Conv2D(8, 3, strides=2, padding="same", activation="relu6")(x_in)
+    for i in range(blocks):
+        y = L.DepthwiseConv2D(3, padding="same", activation="relu")(x)
+        y = L.Conv2D(8, 1, padding="same")(y)
+        x = L.Add()([x, y]) if i % 2 == 0 else L.Concatenate()([x, y])
+        x = L.Conv2D(8, 1, activation="relu")(x)
+    x = L.MaxPooling2D(2)(x)
+    x = L.AveragePooling2D(2, padding="same")(x)
+    x = L.Reshape((-1,))(x)
+    if hidden:  # wide enough (>= 1024 weights) for the converter to quantize its weights
+        x = L.Dense(hidden, activation="relu")(x)
+    x = L.Dense(10)(x)
+    x = L.Activation("tanh")(x)
+    out = L.Softmax()(x)
+    return tf.keras.Model(x_in, out)
+
+
+def representative(shape):
+    def gen():
+        for _ in range(32):
+            yield [RNG.uniform(-1, 1, size=(1, *shape)).astype(np.float32)]
+
+    return gen
+
+
+def run_interpreter(content: bytes, inputs: list[np.ndarray]) -> list[np.ndarray]:
+    interp = tf.lite.Interpreter(model_content=content)
+    interp.allocate_tensors()
+    for d, x in zip(interp.get_input_details(), inputs):
+        interp.set_tensor(d["index"], x.astype(d["dtype"]))
+    interp.invoke()
+    return [interp.get_tensor(d["index"]).copy() for d in interp.get_output_details()]
+
+
+def save(name: str, content: bytes, inputs: list[np.ndarray]) -> None:
+    (HERE / f"{name}.tflite").write_bytes(content)
+    outputs = run_interpreter(content, inputs)
+    arrays = {f"input_{k}": v for k, v in enumerate(inputs)}
+    arrays.update({f"output_{k}": v for k, v in enumerate(outputs)})
+    np.savez(HERE / f"{name}.npz", **arrays)
+    print(f"{name}: {len(content)} bytes, outputs {[o.shape for o in outputs]}")
+
+
+def cnn_float16() -> None:
+    model = small_cnn()
+    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.target_spec.supported_types = [tf.float16]
+    x = RNG.uniform(-1, 1, (1, 16, 16, 3)).astype(np.float32)
+    save("cnn_float16", conv.convert(), [x])
+
+
+def cnn_int8() -> None:
+    model = small_cnn()
+    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.representative_dataset = representative((16, 16, 3))
+    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    conv.inference_input_type = tf.int8
+    conv.inference_output_type = tf.int8
+    # NNAPI's FULLY_CONNECTED has no per-channel weights: quantize dense layers per tensor
+    conv._experimental_disable_per_channel_quantization_for_dense_layers = True
+    content = conv.convert()
+    d = tf.lite.Interpreter(model_content=content).get_input_details()[0]
+    scale, zp = d["quantization"]
+    xf = RNG.uniform(-1, 1, (1, 16, 16, 3))
+    x = np.clip(np.round(xf / scale + zp), -128, 127).astype(np.int8)
+    save("cnn_int8", content, [x])
+
+
+def cnn_dynamic_range() -> None:
+    """Dynamic-range quantization: int8 weights where the layer has >= 1024 of them (the
+    hidden dense layer), float activations: a hybrid FULLY_CONNECTED the delegate refuses."""
+    model = small_cnn(hidden=64)
+    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]  # int8 weights, float activations
+    x = RNG.uniform(-1, 1, (1, 16, 16, 3)).astype(np.float32)
+    save("cnn_dynamic_range", conv.convert(), [x])
+
+
+def cnn_uint8() -> None:
+    """A TF1-style quantization-aware graph: the converter keeps it uint8 end to end."""
+    g = tf.Graph()
+    with g.as_default():
+        v1 = tf.compat.v1
+        fq = tf.quantization.fake_quant_with_min_max_args
+        x = v1.placeholder(tf.float32, (1, 8, 8, 3), name="x")
+        h = fq(x, min=-1.0, max=1.0)
+        rng = np.random.default_rng(3)
+        w1 = fq(
+            tf.constant(rng.uniform(-0.5, 0.5, (3, 3, 3, 6)).astype(np.float32)), min=-0.5, max=0.5
+        )
+        h = tf.nn.conv2d(h, w1, strides=1, padding="SAME")
+        h = tf.nn.bias_add(h, tf.constant(rng.uniform(-0.1, 0.1, 6).astype(np.float32)))
+        h = fq(tf.nn.relu6(h), min=0.0, max=6.0)
+        wd = fq(
+            tf.constant(rng.uniform(-0.5, 0.5, (3, 3, 6, 1)).astype(np.float32)), min=-0.5, max=0.5
+        )
+        h = tf.nn.depthwise_conv2d(h, wd, strides=[1, 2, 2, 1], padding="SAME")
+        h = fq(tf.nn.relu6(h), min=0.0, max=6.0)
+        h = fq(tf.nn.avg_pool2d(h, 2, 2, "VALID"), min=0.0, max=6.0)
+        h = tf.reshape(h, (1, -1))
+        w2 = fq(tf.constant(rng.uniform(-0.5, 0.5, (24, 5)).astype(np.float32)), min=-0.5, max=0.5)
+        h = fq(tf.matmul(h, w2), min=-8.0, max=8.0)
+        out = fq(tf.nn.softmax(h), min=0.0, max=1.0, name="y")
+        with v1.Session(graph=g) as sess:
+            conv = v1.lite.TFLiteConverter.from_session(sess, [x], [out])
+            conv.inference_type = tf.uint8
+            conv.quantized_input_stats = {"x": (127.5, 127.5)}
+            content = conv.convert()
+    xq = RNG.integers(0, 256, (1, 8, 8, 3)).astype(np.uint8)
+    save("cnn_uint8", content, [xq])
+
+
+def lstm() -> None:
+    """tf_keras (Keras 2) LSTM: the converter fuses it into UNIDIRECTIONAL_SEQUENCE_LSTM."""
+    import tf_keras
+
+    tf_keras.utils.set_random_seed(2)
+    L = tf_keras.layers
+    x_in = tf_keras.Input((6, 4), batch_size=1)
+    h = L.LSTM(8, return_sequences=True)(x_in)
+    out = L.Dense(3)(h)
+    model = tf_keras.Model(x_in, out)
+    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    x = RNG.uniform(-1, 1, (1, 6, 4)).astype(np.float32)
+    save("lstm", conv.convert(), [x])
+
+
+def lstm_while() -> None:
+    """Keras 3 LSTM: converted as a WHILE loop over the time steps."""
+    tf.keras.utils.set_random_seed(2)
+    L = tf.keras.layers
+    x_in = tf.keras.Input((6, 4), batch_size=1)
+    h = L.LSTM(8, return_sequences=True)(x_in)
+    out = L.Dense(3)(h)
+    model = tf.keras.Model(x_in, out)
+    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    x = RNG.uniform(-1, 1, (1, 6, 4)).astype(np.float32)
+    save("lstm_while", conv.convert(), [x])
+
+
+def while_loop() -> None:
+    w = tf.constant(np.random.default_rng(5).uniform(-0.5, 0.5, (4, 4)).astype(np.float32))
+
+    @tf.function(input_signature=[tf.TensorSpec((1, 4), tf.float32), tf.TensorSpec((), tf.int32)])
+    def f(x, n):
+        i = tf.constant(0)
+
+        def cond(i, x):
+            return tf.less(i, n)
+
+        def body(i, x):
+            return i + 1, tf.tanh(tf.matmul(x, w) + 0.5)
+
+        _, y = tf.while_loop(cond, body, [i, x])
+        return y
+
+    conv = tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()], f)
+    x = RNG.uniform(-1, 1, (1, 4)).astype(np.float32)
+    save("while_loop", conv.convert(), [x, np.array(5, np.int32)])
+
+
+def custom_op() -> None:
+    """ADD then a CUSTOM 'SoftClip' (limit * tanh(x / limit), limit 1): written with the
+    flatbuffer builder and the generated schema code, since converters emit custom
+    operators only for ops they cannot lower. The reference is TensorFlow's tanh."""
+    import flatbuffers
+    import tflite as S
+
+    c = np.array([[0.5, 0.5, -0.25, 1.0]], np.float32)
+    b = flatbuffers.Builder(1024)
+
+    def ints(start, values):
+        start(b, len(values))
+        for v in reversed(values):
+            b.PrependInt32(v)
+        return b.EndVector()
+
+    def tensor(name, buffer):
+        n = b.CreateString(name)
+        shape = ints(S.TensorStartShapeVector, [1, 4])
+        S.TensorStart(b)
+        S.TensorAddShape(b, shape)
+        S.TensorAddType(b, S.TensorType.FLOAT32)
+        S.TensorAddBuffer(b, buffer)
+        S.TensorAddName(b, n)
+        return S.TensorEnd(b)
+
+    def buffer(data: bytes | None):
+        vec = b.CreateByteVector(data) if data else None
+        S.BufferStart(b)
+        if vec is not None:
+            S.BufferAddData(b, vec)
+        return S.BufferEnd(b)
+
+    def opcode(builtin, custom=None):
+        name = b.CreateString(custom) if custom else None
+        S.OperatorCodeStart(b)
+        S.OperatorCodeAddDeprecatedBuiltinCode(b, min(builtin, 127))
+        S.OperatorCodeAddBuiltinCode(b, builtin)
+        S.OperatorCodeAddVersion(b, 1)
+        if name is not None:
+            S.OperatorCodeAddCustomCode(b, name)
+        return S.OperatorCodeEnd(b)
+
+    def operator(index, inputs, outputs, add_options=False):
+        ins = ints(S.OperatorStartInputsVector, inputs)
+        outs = ints(S.OperatorStartOutputsVector, outputs)
+        opts = None
+        if add_options:
+            S.AddOptionsStart(b)
+            S.AddOptionsAddFusedActivationFunction(b, 0)
+            opts = S.AddOptionsEnd(b)
+        S.OperatorStart(b)
+        S.OperatorAddOpcodeIndex(b, index)
+        S.OperatorAddInputs(b, ins)
+        S.OperatorAddOutputs(b, outs)
+        if opts is not None:
+            S.OperatorAddBuiltinOptionsType(b, S.BuiltinOptions.AddOptions)
+            S.OperatorAddBuiltinOptions(b, opts)
+        return S.OperatorEnd(b)
+
+    def vector(start, items):
+        start(b, len(items))
+        for it in reversed(items):
+            b.PrependUOffsetTRelative(it)
+        return b.EndVector()
+
+    tensors = [tensor("x", 1), tensor("c", 2), tensor("sum", 1), tensor("y", 1)]
+    ops = [operator(0, [0, 1], [2], add_options=True), operator(1, [2], [3])]
+    tv = vector(S.SubGraphStartTensorsVector, tensors)
+    ov = vector(S.SubGraphStartOperatorsVector, ops)
+    iv, outv = ints(S.SubGraphStartInputsVector, [0]), ints(S.SubGraphStartOutputsVector, [3])
+    S.SubGraphStart(b)
+    S.SubGraphAddTensors(b, tv)
+    S.SubGraphAddInputs(b, iv)
+    S.SubGraphAddOutputs(b, outv)
+    S.SubGraphAddOperators(b, ov)
+    sg = S.SubGraphEnd(b)
+    codes = [opcode(S.BuiltinOperator.ADD), opcode(S.BuiltinOperator.CUSTOM, "SoftClip")]
+    bufs = [buffer(None), buffer(None), buffer(c.tobytes())]
+    cv, sv = (
+        vector(S.ModelStartOperatorCodesVector, codes),
+        vector(S.ModelStartSubgraphsVector, [sg]),
+    )
+    bv = vector(S.ModelStartBuffersVector, bufs)
+    desc = b.CreateString("nnhal test: a custom operator")
+    S.ModelStart(b)
+    S.ModelAddVersion(b, 3)
+    S.ModelAddOperatorCodes(b, cv)
+    S.ModelAddSubgraphs(b, sv)
+    S.ModelAddDescription(b, desc)
+    S.ModelAddBuffers(b, bv)
+    b.Finish(S.ModelEnd(b), file_identifier=b"TFL3")
+    content = bytes(b.Output())
+    x = RNG.uniform(-3, 3, (1, 4)).astype(np.float32)
+    y = tf.tanh(tf.constant(x) + tf.constant(c)).numpy()  # limit 1
+    (HERE / "custom_op.tflite").write_bytes(content)
+    np.savez(HERE / "custom_op.npz", input_0=x, output_0=y)
+    print(f"custom_op: {len(content)} bytes (reference from TensorFlow, no interpreter run)")
+
+
+if __name__ == "__main__":
+    import sys
+
+    for name in sys.argv[1:] or [
+        "cnn_float16",
+        "cnn_int8",
+        "cnn_dynamic_range",
+        "lstm",
+        "lstm_while",
+        "while_loop",
+        "cnn_uint8",
+        "custom_op",
+    ]:
+        globals()[name]()

@@ -1,0 +1,150 @@
+"""Quantized operators: QuantizeLinear, DequantizeLinear, QLinearConv, QLinearMatMul.
+
+8-bit ONNX tensors are NNAPI quantized tensors: their scale and zero point
+come from the (constant, per-tensor) parameters of the Q/DQ/QLinear nodes
+around them, gathered before conversion (``quant_params``). As in ONNX
+Runtime's execution provider: per-tensor parameters; QLinearConv and
+QLinearMatMul weights must be constants; int8 weights under a uint8 input
+are shifted by 128 (weights and zero point together, exact) because NNAPI
+wants the filter of an asymmetric input in the same type, unless they are
+symmetric (zero point 0), where QLinearConv uses a per-channel filter.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nnhal.types import OperandType, OperationType
+
+from . import types_map as tm
+from .errors import Unsupported
+from .node import Node
+from .registry import mapping
+
+T = OperandType
+O = OperationType
+
+
+def _scalar(v, what: str) -> float:
+    arr = np.asarray(v)
+    if arr.size != 1:
+        raise Unsupported(f"per-axis {what} (only per-tensor quantization is mapped)")
+    return arr.reshape(()).item()
+
+
+def quant_params(graph, constants: dict[str, np.ndarray]) -> dict[str, tuple[float, int]]:
+    """tensor name -> (scale, zero point) from the Q/DQ/QLinear nodes of ``graph`` (recursive)."""
+    out: dict[str, tuple[float, int]] = {}
+
+    def get(name: str):
+        return constants.get(name) if name else None
+
+    def put(name: str, s_name: str, z_name: str) -> None:
+        s, z = get(s_name), get(z_name) if z_name else np.zeros((), np.uint8)
+        if name and s is not None and z is not None and np.size(s) == 1 and np.size(z) == 1:
+            out.setdefault(name, (float(np.asarray(s).reshape(())), int(np.asarray(z).reshape(()))))
+
+    def walk(g) -> None:
+        for node in g.node:
+            ins = list(node.input) + [""] * 9
+            if node.op_type == "QuantizeLinear":
+                put(node.output[0], ins[1], ins[2])
+            elif node.op_type == "DequantizeLinear":
+                put(ins[0], ins[1], ins[2])
+            elif node.op_type == "QLinearConv" or node.op_type == "QLinearMatMul":
+                put(ins[0], ins[1], ins[2])
+                put(node.output[0], ins[6], ins[7])
+            for attr in node.attribute:
+                if attr.type == 5:
+                    walk(attr.g)
+
+    walk(graph)
+    return out
+
+
+@mapping("QuantizeLinear")
+def quantize(n: Node) -> None:
+    if n.t(0).elem != tm.FLOAT:
+        raise Unsupported("QuantizeLinear of a non-float32 input")
+    scale = _scalar(n.const(1, "y_scale"), "y_scale")
+    zp = int(_scalar(n.const(2, "y_zero_point"), "y_zero_point")) if n.has(2) else 0
+    elem = n.t(2).elem if n.has(2) else tm.UINT8
+    if elem not in (tm.UINT8, tm.INT8):
+        raise Unsupported(f"QuantizeLinear to {tm.elem_name(elem)}")
+    n.op(O.QUANTIZE, [n.i(0)], [n.out(0, elem=elem, scale=scale, zero_point=zp)])
+
+
+@mapping("DequantizeLinear")
+def dequantize(n: Node) -> None:
+    x = n.t(0)
+    scale = _scalar(n.const(1, "x_scale"), "x_scale")
+    zp = int(_scalar(n.const(2, "x_zero_point"), "x_zero_point")) if n.has(2) else 0
+    if not x.quantized or (x.scale, x.zero_point) != (scale, zp):
+        raise Unsupported("DequantizeLinear whose input has other quantization parameters")
+    n.op(O.DEQUANTIZE, [n.i(0)], [n.out(0, elem=tm.FLOAT)])
+
+
+def _weights(n: Node, x, w: np.ndarray, w_scale: float, w_zp: int):
+    """(values, type, scale, zero point) of weights NNAPI accepts under input ``x``."""
+    if x.elem == tm.UINT8 and w.dtype == np.int8:
+        return (
+            (w.astype(np.int16) + 128).astype(np.uint8),
+            T.TENSOR_QUANT8_ASYMM,
+            w_scale,
+            w_zp + 128,
+        )
+    if x.elem == tm.INT8 and w.dtype == np.uint8:
+        return (
+            (w.astype(np.int16) - 128).astype(np.int8),
+            T.TENSOR_QUANT8_ASYMM_SIGNED,
+            w_scale,
+            w_zp - 128,
+        )
+    code = T.TENSOR_QUANT8_ASYMM if w.dtype == np.uint8 else T.TENSOR_QUANT8_ASYMM_SIGNED
+    return w, code, w_scale, w_zp
+
+
+def _bias(n: Node, k: int, units: int, scale: float) -> int:
+    b = n.const(k, "B").astype(np.int32) if n.has(k) else np.zeros(units, np.int32)
+    return n.scope.sb.constant(T.TENSOR_INT32, b, (units,), scale, 0)
+
+
+@mapping("QLinearConv")
+def qlinear_conv(n: Node) -> None:
+    from .ops_nn import emit_conv
+
+    x = n.t(0)
+    x_scale = _scalar(n.const(1, "x_scale"), "x_scale")
+    w = n.const(3, "w")
+    w_scale = _scalar(n.const(4, "w_scale"), "w_scale")
+    w_zp = int(_scalar(n.const(5, "w_zero_point"), "w_zero_point"))
+    y_scale = _scalar(n.const(6, "y_scale"), "y_scale")
+    y_zp = int(_scalar(n.const(7, "y_zero_point"), "y_zero_point"))
+    vals, code, ws, wz = _weights(n, x, w, w_scale, w_zp)
+    bias = _bias(n, 8, w.shape[0], x_scale * ws)
+    out = n.out(0, elem=x.elem, scale=y_scale, zero_point=y_zp)
+    emit_conv(n, n.i(0), vals, bias, out, w_code=code, w_scale=ws, w_zp=wz)
+
+
+@mapping("QLinearMatMul")
+def qlinear_matmul(n: Node) -> None:
+    a = n.t(0)
+    a_scale = _scalar(n.const(1, "a_scale"), "a_scale")
+    b = n.const(3, "b")
+    if b.ndim != 2:
+        raise Unsupported(f"QLinearMatMul with a rank-{b.ndim} b")
+    b_scale = _scalar(n.const(4, "b_scale"), "b_scale")
+    b_zp = int(_scalar(n.const(5, "b_zero_point"), "b_zero_point"))
+    y_scale = _scalar(n.const(6, "y_scale"), "y_scale")
+    y_zp = int(_scalar(n.const(7, "y_zero_point"), "y_zero_point"))
+    vals, code, ws, wz = _weights(n, a, b, b_scale, b_zp)
+    w = np.ascontiguousarray(vals.T)
+    sb = n.scope.sb
+    wt = sb.constant(code, w, w.shape, ws, wz)
+    bt = sb.constant(T.TENSOR_INT32, np.zeros(w.shape[0], np.int32), (w.shape[0],), a_scale * ws)
+    out_shape = n.out_shape(0)
+    if a.rank == 2 and out_shape is not None and len(out_shape) == 2:
+        out = n.out(0, elem=a.elem, scale=y_scale, zero_point=y_zp)
+        n.op(O.FULLY_CONNECTED, [n.i(0), wt, bt, n.scalar_i32(0)], [out])
+        return
+    raise Unsupported("QLinearMatMul on a non-2-D input")
