@@ -1,8 +1,9 @@
 """What the gRPC servicers share: object registries and the HAL-status error mapping.
 
 - ``Registry``: server-side objects (prepared models, buffers, sync fences,
-  fenced-execution callbacks) named by uint64 ids > 0; an unknown id or 0 is
-  INVALID_ARGUMENT.
+  fenced-execution callbacks) named by random ids > 0, each visible only to
+  the client that created it; an unknown id, 0, or another client's id is
+  INVALID_ARGUMENT with the same message.
 - ``hal_method``: turns what a servicer method raises into its reply: a
   ``HalError`` gives its status and message, anything else GENERAL_FAILURE
   with the exception named (traceback logged, the server keeps serving);
@@ -21,8 +22,8 @@
 from __future__ import annotations
 
 import functools
-import itertools
 import logging
+import secrets
 import threading
 import time
 from collections import OrderedDict
@@ -33,8 +34,9 @@ import grpc
 from nnhal.driver.faults import FaultSet, insufficient, model_operations
 from nnhal.driver.fences import Fence, FencedExecution
 from nnhal.driver.limits import check_model_size, limits_of, message_subgraphs
+from nnhal.driver.memory import drop_frames
 from nnhal.driver.occupancy import ClientQuota, ExecutionSlots
-from nnhal.driver.sessions import SessionTable
+from nnhal.driver.sessions import SessionTable, session_of
 from nnhal.driver.trace import Trace, brief
 
 from nnhal import convert as cv
@@ -67,28 +69,52 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    """Objects named by uint64 ids > 0 (0 is null), each optionally owned by a client
-    session (``nnhal.driver.sessions``). Thread-safe."""
+    """Objects named by random ids > 0 (0 is null), each held by one client. Thread-safe.
+
+    Ids are random ``bits``-bit values (64 by default; driver buffers use 32, the
+    HAL's token width), never reused while live, so they say nothing about other
+    clients' objects. ``holder`` is the client that created an object
+    (``nnhal.driver.sessions.client_key``: its session, else its connection);
+    ``get`` with another ``caller`` answers exactly what an unknown id answers.
+    ``owner`` is the session whose end releases the object (None: no session).
+    """
 
     def __init__(
         self,
         kind: str,
         capacity: int | None = None,
         on_evict: Callable[[T], object] | None = None,
+        *,
+        bits: int = 64,
     ) -> None:
         self.kind = kind
         self.capacity = capacity
+        self.bits = bits
         self._on_evict = on_evict
         self._objects: OrderedDict[int, T] = OrderedDict()
+        self._holder_of: dict[int, str | None] = {}
         self._owner_of: dict[int, str] = {}
         self._owned: dict[str, set[int]] = {}
-        self._ids = itertools.count(1)
         self._lock = threading.Lock()
 
-    def add(self, obj: T, key: int | None = None, owner: str | None = None) -> int:
+    def _new_key(self) -> int:  # with the lock held
+        while True:
+            key = secrets.randbits(self.bits)
+            if key and key not in self._objects:
+                return key
+
+    def add(
+        self,
+        obj: T,
+        key: int | None = None,
+        owner: str | None = None,
+        *,
+        holder: str | None = None,
+    ) -> int:
         with self._lock:
-            key = next(self._ids) if key is None else key
+            key = self._new_key() if key is None else key
             self._objects[key] = obj
+            self._holder_of[key] = holder
             if owner is not None:
                 self._owner_of[key] = owner
                 self._owned.setdefault(owner, set()).add(key)
@@ -104,6 +130,7 @@ class Registry(Generic[T]):
         return key
 
     def _disown(self, key: int) -> None:  # with the lock held
+        self._holder_of.pop(key, None)
         owner = self._owner_of.pop(key, None)
         if owner is not None:
             keys = self._owned.get(owner)
@@ -112,9 +139,19 @@ class Registry(Generic[T]):
                 if not keys:
                     del self._owned[owner]
 
-    def get(self, key: int, what: str | None = None) -> T:
+    def _visible(self, key: int, caller: str | None) -> T | None:  # with the lock held
+        obj = self._objects.get(key)
+        if obj is None or caller is None:
+            return obj
+        # another client's object is answered as if it did not exist
+        return obj if self._holder_of.get(key) == caller else None
+
+    def get(self, key: int, what: str | None, caller: str | None) -> T:
+        """The object ``key`` as ``caller`` may see it, else INVALID_ARGUMENT.
+
+        ``caller`` None: the server itself (no holder check)."""
         with self._lock:
-            obj = self._objects.get(key)
+            obj = self._visible(key, caller)
         if obj is None:
             label = what or self.kind
             if key == 0:
@@ -123,16 +160,20 @@ class Registry(Generic[T]):
         return obj
 
     def peek(self, key: int) -> T | None:
-        """The object or None (no error)."""
+        """The object or None (no error, no holder check: for the server's own use)."""
         with self._lock:
             return self._objects.get(key)
 
-    def pop(self, key: int) -> T:
-        obj = self.get(key)
+    def pop(self, key: int, caller: str | None, what: str | None = None) -> T:
+        """Remove ``key`` if ``caller`` holds it (as ``get``); returns the object."""
         with self._lock:
-            self._objects.pop(key, None)
-            self._disown(key)
-        return obj
+            obj = self._visible(key, caller)
+            if obj is not None:
+                self._objects.pop(key, None)
+                self._disown(key)
+        if obj is None:
+            self.get(key, what, caller)  # raises the unknown-id error
+        return obj  # type: ignore[return-value]
 
     def take_owned(self, owner: str) -> list[tuple[int, T]]:
         """Remove and return every object ``owner`` holds (its session ended)."""
@@ -141,6 +182,7 @@ class Registry(Generic[T]):
             taken = []
             for key in keys:
                 self._owner_of.pop(key, None)
+                self._holder_of.pop(key, None)
                 obj = self._objects.pop(key, None)
                 if obj is not None:
                     taken.append((key, obj))
@@ -173,8 +215,8 @@ class ServiceState:
         self.faults = FaultSet(getattr(profile, "faults", None))
         self.trace = Trace()
         self.prepared_models: Registry[Any] = Registry("prepared model")
-        # IBuffer ids are the buffers' tokens (both are unique among live buffers).
-        self.buffers: Registry[Any] = Registry("buffer")
+        # IBuffer ids are the buffers' tokens (uint32 in the HAL's MemoryPool).
+        self.buffers: Registry[Any] = Registry("buffer", bits=32)
         # an evicted fence can no longer be signalled: executions waiting for it must end
         self.fences: Registry[Fence] = Registry(
             "sync fence", MAX_FENCED_EXECUTIONS, on_evict=lambda fence: fence.signal(False)
@@ -182,7 +224,7 @@ class ServiceState:
         self.fenced_executions: Registry[FencedExecution] = Registry(
             "fenced execution callback", MAX_FENCED_EXECUTIONS
         )
-        # issue 10: resource limits (driver/limits.py, driver/occupancy.py)
+        # resource limits (driver/limits.py, driver/occupancy.py)
         self.limits = limits_of(device)
         self.executions = ExecutionSlots(
             self.limits.max_concurrent_executions, getattr(device, "name", "")
@@ -206,7 +248,7 @@ class ServiceState:
         for _key, record in self.fenced_executions.take_owned(session):
             released += 1
             try:
-                self.fences.pop(record.fence_id)
+                self.fences.pop(record.fence_id, None)
             except InvalidArgument:
                 pass  # already gone
         for _key, fence in self.fences.take_owned(session):
@@ -322,6 +364,14 @@ def hal_method(reply_cls: Any, *, v1_0: bool = False) -> Callable:
         @functools.wraps(fn)
         def wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
             state = getattr(self, "state", None)
+            sessions = getattr(state, "sessions", None)
+            if sessions is None or context is None:
+                return served(self, state, request, context)
+            # the client is being served: its lease cannot run out meanwhile
+            with sessions.in_call(session_of(context)):
+                return served(self, state, request, context)
+
+        def served(self: Any, state: Any, request: Any, context: Any) -> Any:
             started, t0 = time.time(), time.perf_counter()
             injected, latency_us, reply = None, 0.0, None
             try:
@@ -351,6 +401,11 @@ def hal_method(reply_cls: Any, *, v1_0: bool = False) -> Callable:
                 if v1_0:
                     status, message = downgrade(status, message)
                 reply = error_reply(reply_cls, status, message, error)
+                # the error, its traceback and this frame form a cycle that would hold
+                # the failed call's tensors until the cyclic collector runs: break it now
+                drop_frames(error)
+                error.__traceback__ = None
+                del error
             if state is not None:
                 state.trace.record(
                     name,

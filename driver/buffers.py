@@ -212,7 +212,7 @@ def allocate(
             f"allocate: the buffer's dimensions {_dims(dims)} are not fully specified; this "
             "driver does not allocate dynamically shaped buffers"
         )
-    if limits is not None and not info.is_scalar:  # issue 10: max_tensor_bytes
+    if limits is not None and not info.is_scalar:  # max_tensor_bytes
         why = too_big("allocate: the buffer", first.type, dims, limits)
         if why is not None:
             raise ResourceExhausted(why, transient=False)

@@ -35,8 +35,9 @@ log = logging.getLogger("nnhal.driver.burst")
 class BurstSession:
     """The server side of one burst stream (used by one thread at a time)."""
 
-    def __init__(self, state: Any, execute: Callable[..., Any]) -> None:
+    def __init__(self, state: Any, execute: Callable[..., Any], caller: str | None = None) -> None:
         self.state = state
+        self.caller = caller  # the client of the stream: it may name its own objects only
         self._execute = execute
         self.bound_id = 0
         self.prepared: Any = None
@@ -45,7 +46,7 @@ class BurstSession:
 
     def _bind(self, key: int) -> None:
         if self.prepared is None:
-            self.prepared = self.state.prepared_models.get(key, "burst")
+            self.prepared = self.state.prepared_models.get(key, "burst", self.caller)
             self.bound_id = key
         elif key not in (0, self.bound_id):
             raise InvalidArgument(
@@ -110,6 +111,7 @@ class BurstSession:
             measure=message.measure == tpb.MEASURE_TIMING_YES,
             premapped=premapped or None,
             cancel=self.cancel,
+            caller=self.caller,
         )
 
     def close(self) -> None:

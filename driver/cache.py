@@ -25,7 +25,7 @@ Because the tag proves that this device validated and fully supported the
 model when it wrote the cache, ``load`` skips validation and the support
 decision and goes straight to compilation.
 
-A device with op packages (issue 6) does not cache: its kernels come from
+A device with op packages does not cache: its kernels come from
 the packages at compile time. Saving follows the HAL: cache arguments never change the outcome of a
 preparation (wrong counts, a handle with 0 or 2 paths, a file that cannot be
 written, a token that is not 32 bytes: the model is prepared and simply not
@@ -39,10 +39,14 @@ cache there as ``<token hex>.model`` / ``<token hex>.data``, and
 prepareModelFromCache_1_3 with a token and no handles loads from it (clients
 on another host can cache too). With handles, the handles win.
 
-Client-given cache files are opened by ``nnhal.driver.cache_paths`` (regular files
-only, no final symbolic link); when ``allowed_roots`` is set (a server exposed
-beyond loopback, ``nnhal serve --cache-root``) they must lie inside those
-directories, else INVALID_ARGUMENT (loading) or no caching (saving).
+Cache files are opened by ``nnhal.driver.cache_paths``: regular files with one
+hard link only, no final symbolic link, read up to ``max_cache_file_bytes``
+(a profile limit); a cache is written into a file created exclusively, or an
+existing one only when it is empty or an nnhal cache already (anything else is
+left unchanged and the model is simply not cached). A server sets
+``allowed_roots`` (``nnhal serve --cache-root``; without it, none): client-given
+files must lie inside those directories, else INVALID_ARGUMENT (loading) or
+no caching (saving). The in-process ``Device`` API (no server) takes any path.
 """
 
 from __future__ import annotations
@@ -60,7 +64,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from nnhal.driver.cache_paths import confine, open_cache_file
+from nnhal.driver.cache_paths import confine, create_cache_file, read_cache_file
 from nnhal.driver.limits import limits_of
 
 from nnhal import convert as cv
@@ -225,16 +229,13 @@ class CompilationCache:
             return False
         try:
             model_bytes, data_bytes = self.serialize(device, prepared, pool_views, bytes(token))
-            server_side = not model_cache
-            for path, content in zip(paths, (model_bytes, data_bytes)):
-                # r+b: the client's file must exist and be writable (a read-only
-                # handle means "do not cache"); truncate before writing, as the HAL says.
-                with (
-                    open(path, "wb")
-                    if server_side
-                    else open_cache_file(path, "r+b", self.allowed_roots)
-                ) as f:
-                    f.truncate(0)
+            roots = None if not model_cache else self.allowed_roots
+            for path, content, magic in zip(
+                paths, (model_bytes, data_bytes), (_MODEL_MAGIC, _DATA_MAGIC)
+            ):
+                # created exclusively, or an empty / nnhal cache file of ours (a read-only
+                # or foreign file means "do not cache": it is left unchanged)
+                with create_cache_file(path, magic, roots) as f:
                     f.write(content)
             return True
         except (OSError, HalError, ValueError) as exc:
@@ -286,11 +287,11 @@ class CompilationCache:
                 "compilations (its kernels come from the packages)"
             )
         contents = []
+        max_bytes = limits_of(device).max_cache_file_bytes
         for path, what in zip(paths, ("model cache", "data cache")):
             try:
                 roots = None if not model_cache else self.allowed_roots
-                with open_cache_file(path, "rb", roots) as f:
-                    contents.append(f.read())
+                contents.append(read_cache_file(path, roots, max_bytes))
             except OSError as exc:
                 raise GeneralFailure(
                     f"prepareModelFromCache_1_3: cannot read the {what} {path}: {exc}"

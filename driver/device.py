@@ -312,6 +312,7 @@ class Device:
                 workers=self.profile.op_package_workers,
                 kernel_timeout_ms=self.profile.op_package_kernel_timeout_ms,
                 name=self.name,
+                memory_bytes=self.profile.limits.max_worker_memory_bytes,
             )
         self.cache = CompilationCache()
 

@@ -32,6 +32,12 @@ leaves it to the driver), made so that a client can tell what to do next:
   ends, including while it waits for its waitFor fences) --
   RESOURCE_EXHAUSTED_TRANSIENT: it works again once something is released
   or finishes.
+- ``max_worker_memory_bytes``: the data memory (heap and anonymous
+  mappings, ``RLIMIT_DATA``) of each op-package kernel worker process; a
+  kernel allocating beyond it fails its execution with GENERAL_FAILURE naming
+  the key (``nnhal.driver.op_packages.worker``); 0 lifts the limit.
+- ``max_cache_file_bytes``: a compilation-cache file above it is not read
+  (prepareModelFromCache* is GENERAL_FAILURE naming the key).
 - ``max_message_bytes``: the gRPC server's receive and send limits (the
   largest of the served devices'); a message above it fails with the gRPC
   transport's RESOURCE_EXHAUSTED code, which ``nnhal.client`` turns into a
@@ -100,6 +106,10 @@ class Limits:
     max_concurrent_executions: int = 64
     #: largest gRPC message received or sent
     max_message_bytes: int = 1 << 30
+    #: largest compilation-cache file read (a bigger one is refused before it is read)
+    max_cache_file_bytes: int = 1 << 30
+    #: data memory of one op-package kernel worker process (RLIMIT_DATA; 0 = no limit)
+    max_worker_memory_bytes: int = 4 << 30
 
 
 LIMIT_KEYS: tuple[str, ...] = tuple(f.name for f in fields(Limits))

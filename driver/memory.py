@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import traceback
 from collections.abc import Mapping, Sequence
 from multiprocessing import resource_tracker
 from multiprocessing import shared_memory as _shm
@@ -39,7 +40,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("nnhal.driver.memory")
 
-__all__ = ["MappedPools", "attach_shared_memory", "check_segment_name", "map_pool"]
+__all__ = [
+    "MappedPools",
+    "attach_shared_memory",
+    "check_segment_name",
+    "drop_frames",
+    "map_pool",
+]
 
 _SEGMENT_NAME = re.compile(r"/?[A-Za-z0-9._-]{1,255}")
 
@@ -121,11 +128,28 @@ def map_pool(pool: MemoryPool) -> memoryview:
     raise InvalidArgument(f"not a memory pool: {type(pool).__name__}")
 
 
+def drop_frames(exc: BaseException) -> None:
+    """Clear the local variables of the finished frames in ``exc``'s traceback (and in
+    those of the exceptions it chains), so what they referenced is freed at once."""
+    seen: set[int] = set()
+    pending: list[BaseException | None] = [exc]
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if current.__traceback__ is not None:
+            traceback.clear_frames(current.__traceback__)  # skips frames still running
+        pending += [current.__cause__, current.__context__]
+
+
 class MappedPools:
     """Maps a sequence of pools for the duration of a ``with`` block.
 
     ``views[i]`` is the view of ``pools[i]``. On exit the views are released
-    (which unmaps shared segments once nothing else refers to them). A view
+    (which unmaps shared segments once nothing else refers to them); when the
+    block ends with an error, its traceback's finished frames are cleared first,
+    so arrays of the failed execution do not keep the mappings. A view
     that still has exports (a numpy array made from it and kept elsewhere)
     cannot be released; its mapping then goes with the last reference.
     """
@@ -152,6 +176,12 @@ class MappedPools:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if exc is not None:
+            # The error's traceback keeps the frames of the execution alive, and with
+            # them arrays viewing these pools: the views could not be released, and
+            # the mapping (and every intermediate tensor) would stay until the cyclic
+            # garbage collector happened to run. The frames are finished: clear them.
+            drop_frames(exc)
         self.close()
 
     def close(self) -> None:

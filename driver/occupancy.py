@@ -92,7 +92,7 @@ class ClientQuota:
                     f"at most {self.limit} per client (limit {self.key}); release some first",
                     transient=True,
                 )
-            key = self.registry.add(obj, owner=owner)
+            key = self.registry.add(obj, owner=owner, holder=client)
             live.add(key)
             self._owned[client] = live
             self._adds += 1

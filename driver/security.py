@@ -2,7 +2,8 @@
 
 - ``ServerSecurity``: the server's certificate and key, the CA of client
   certificates (mutual TLS), the accepted bearer tokens, ``allow_insecure`` and
-  the directories client-given cache files must lie in (``cache_roots``).
+  the directories client-given cache files must lie in (``cache_roots``;
+  none: client-given cache files are refused).
 - ``Guard`` (made by ``create_server``): refuses to listen on an address that
   is not loopback without TLS unless ``allow_insecure``; adds the port (TLS or
   not); adds the health service (``nnhal.driver.health``); and its interceptor
@@ -275,27 +276,27 @@ class Guard:
         self.calls = CallGuard(self.security.tokens, self.exposed)
         self.interceptors = [self.calls]
         self.health: Any = None
-        self._states = states
+        self.streams: Any = None  # the server's StreamGate (driver/streams.py)
+        self.states = states
         self._confine_caches(states)
 
     def _confine_caches(self, states: Mapping[str, Any]) -> None:
-        """Client-given cache files: under ``cache_roots``, or when exposed under each
-        device's server-side cache directory only (none: client handles refused)."""
-        roots = self.security.cache_roots
+        """Client-given cache files: under ``cache_roots`` only; without roots none at all,
+        on loopback too (a path a client names is a file of the server's user). The
+        server-side cache directory (``--cache-dir``, a token and no handles) is not
+        affected."""
+        roots = tuple(self.security.cache_roots or ())
         for state in states.values():
             cache = getattr(state.device, "cache", None)
             if cache is None or not hasattr(cache, "allowed_roots"):
                 continue
-            if roots is not None:
-                cache.allowed_roots = tuple(roots)
-            elif self.exposed and cache.allowed_roots is None:
-                cache.allowed_roots = () if cache.cache_dir is None else (str(cache.cache_dir),)
+            cache.allowed_roots = roots
 
     def add_services(self, server: grpc.Server) -> None:
         from grpc_health.v1 import health_pb2_grpc as hgrpc
         from nnhal.driver.health import DeviceHealth
 
-        self.health = DeviceHealth(self._states)
+        self.health = DeviceHealth(self.states)
         hgrpc.add_HealthServicer_to_server(self.health, server)
 
     def add_port(self, server: grpc.Server, address: str) -> int:
@@ -335,6 +336,11 @@ class GuardedServer(grpc.Server):
     @property
     def in_flight(self) -> int:
         return self.guard.calls.in_flight
+
+    @property
+    def states(self) -> Mapping[str, Any]:
+        """The served devices' ``ServiceState`` by name (for in-process inspection)."""
+        return self.guard.states
 
     def stop(self, grace: float | None) -> threading.Event:
         if self.guard.health is not None:

@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -34,6 +36,7 @@ from nnhal.driver.service import (
     SyncFenceServicer,
 )
 from nnhal.driver.sessions import SessionTable
+from nnhal.driver.streams import CONNECTION_OPTIONS, StreamGate, StreamLimits
 
 from nnhal import DEFAULT_ADDRESS
 from nnhal._proto.v1_3 import control_pb2 as cpb
@@ -161,6 +164,44 @@ class ControlServicer(cgrpc.INnhalControlServicer):
         return self._reply(lambda: json.dumps(resource_usage(self.states)))
 
 
+def _why_busy(port: str) -> str | None:
+    """"port N is in use (by process PID ...)" when something listens on it, else None.
+    Best effort: Linux /proc only; the holder is named when this user may see it."""
+    try:
+        number = int(port)
+    except ValueError:
+        return None
+    if number <= 0:
+        return None
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            # local address "HEX_IP:HEX_PORT", state 0A = LISTEN, inode in column 10
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == number:
+                inodes.add(fields[9])
+    if not inodes:
+        return None
+    wanted = {f"socket:[{inode}]" for inode in inodes}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            for fd in (proc / "fd").iterdir():
+                if os.readlink(fd) in wanted:
+                    cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(
+                        errors="replace"
+                    ).strip()
+                    return f"port {number} is in use by process {proc.name} ({cmd[:120]})"
+        except OSError:
+            continue
+    return f"port {number} is in use"
+
+
 def _split_address(address: str) -> tuple[str, str]:
     if address.startswith("[") and "]:" in address:  # [::1]:port
         host, _, port = address.rpartition(":")
@@ -172,11 +213,19 @@ def _split_address(address: str) -> tuple[str, str]:
 
 
 def create_server(
-    devices: Any, address: str = "127.0.0.1:0", max_workers: int = 16, *, security: Any = None
+    devices: Any,
+    address: str = "127.0.0.1:0",
+    max_workers: int = 16,
+    *,
+    security: Any = None,
+    streams: StreamLimits | None = None,
 ) -> tuple[grpc.Server, str]:
     """Start a gRPC server for one device or a sequence of devices (names must differ);
     returns it and the "host:port" actually bound.
 
+    ``max_workers``: threads kept for unary calls; open streams (bursts, health
+    watches) have threads of their own within ``streams`` (``nnhal.driver.streams``),
+    so no number of open streams delays a unary call.
     ``security``: a ``nnhal.driver.security.ServerSecurity`` (TLS, tokens, ...); without TLS
     an address that is not loopback is refused (ValueError) unless it allows insecure.
     The server also serves grpc.health.v1.Health (``nnhal.driver.health``).
@@ -189,7 +238,8 @@ def create_server(
     def release_session(session: str, reason: str) -> int:
         return sum(state.release_session(session, reason) for state in states.values())
 
-    sessions = SessionTable(release_session)
+    pool_probe: list[Callable[[], bool]] = []
+    sessions = SessionTable(release_session, backlog=lambda: any(p() for p in pool_probe))
     for device in devices:
         name = getattr(device, "name", str(device))
         if name in states:
@@ -202,12 +252,23 @@ def create_server(
     host, port = _split_address(address)
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
-    guard = Guard(host, security, states)  # issue 10: exposure (driver/security.py)
-    server = grpc.server(
-        ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="nnhal-rpc"),
-        options=grpc_options(devices),  # issue 10: the devices' max_message_bytes
-        interceptors=guard.interceptors,
+    guard = Guard(host, security, states)  # exposure, tokens (driver/security.py)
+    gate = StreamGate(streams)  # stream budgets (driver/streams.py)
+    pool = ThreadPoolExecutor(
+        max_workers=gate.limits.pool_size(max_workers), thread_name_prefix="nnhal-rpc"
     )
+    # calls queued for a thread: lease renewals may be among them (driver/sessions.py)
+    pool_probe.append(lambda: pool._work_queue.qsize() > 0)
+    server = grpc.server(
+        pool,
+        # the devices' max_message_bytes, and idle / dead connections closed
+        # one server per address: without SO_REUSEPORT a busy port fails the bind, instead
+        # of the kernel spreading clients over two servers
+        options=[*grpc_options(devices), *CONNECTION_OPTIONS, ("grpc.so_reuseport", 0)],
+        # the token check first: an unauthenticated burst is refused without counting
+        interceptors=[*guard.interceptors, gate],
+    )
+    guard.streams = gate
     for add, cls in (
         (dgrpc.add_IDeviceServicer_to_server, DeviceServicer),
         (pgrpc.add_IPreparedModelServicer_to_server, PreparedModelServicer),
@@ -216,15 +277,16 @@ def create_server(
         (pgrpc.add_ISyncFenceServicer_to_server, SyncFenceServicer),
     ):
         servicers = {name: cls(state) for name, state in states.items()}
-        add(servicers[default] if len(states) == 1 else _Router(servicers, default), server)
+        # routed with one device too: a call naming a device the server lacks must fail
+        add(_Router(servicers, default), server)
     cgrpc.add_INnhalControlServicer_to_server(ControlServicer(states, sessions), server)
     guard.add_services(server)
     try:
         bound = guard.add_port(server, f"{host}:{port}")
     except RuntimeError as exc:
-        raise OSError(f"cannot listen on {host}:{port}: {exc}") from exc
+        raise OSError(f"cannot listen on {host}:{port}: {_why_busy(port) or exc}") from exc
     if bound == 0:
-        raise OSError(f"cannot listen on {host}:{port}")
+        raise OSError(f"cannot listen on {host}:{port}: {_why_busy(port) or 'the bind failed'}")
     server.start()
     log.info("nnhal driver %s listening on %s:%d", ", ".join(states), host, bound)
     return guard.wrap(server), f"{host}:{bound}"
@@ -246,6 +308,7 @@ def serve_forever(
     grace: float = 2.0,
     on_ready: Callable[[str], None] | None = None,
     security: Any = None,
+    streams: StreamLimits | None = None,
 ) -> None:
     """Serve until SIGINT or SIGTERM, then stop cleanly.
 
@@ -253,7 +316,9 @@ def serve_forever(
     calls. Signal handlers are only installed from the main thread (elsewhere
     the call serves until the process ends); the previous ones are restored.
     """
-    server, bound = create_server(devices, address, max_workers, security=security)
+    server, bound = create_server(
+        devices, address, max_workers, security=security, streams=streams
+    )
     stop = threading.Event()
 
     def request_stop(signum: int, frame: Any) -> None:

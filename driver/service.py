@@ -3,8 +3,10 @@
 No HAL logic lives here beyond what the wire itself needs:
 
 - server-side objects (prepared models, buffers, sync fences, fenced-execution
-  callbacks) are kept in registries and named by uint64 ids; an unknown id is
-  INVALID_ARGUMENT;
+  callbacks) are kept in registries and named by random ids; each belongs to
+  the client that created it (``client_key``: its session, else its
+  connection), and an unknown id or another client's is INVALID_ARGUMENT, the
+  same answer in every RPC (docs/security.md);
 - a ``HalError`` becomes its status and message in the reply; any other
   exception is a GENERAL_FAILURE with a message, its traceback is logged, and
   the server keeps serving;
@@ -148,6 +150,11 @@ class DeviceServicer(dgrpc.IDeviceServicer):
     @hal_method(dpb.GetNumberOfCacheFilesNeededReply, v1_0=True)
     def getNumberOfCacheFilesNeeded(self, request: Any, context: Any) -> Any:
         num_model, num_data = self.device.getNumberOfCacheFilesNeeded()
+        cache = getattr(self.device, "cache", None)
+        if getattr(cache, "allowed_roots", None) == ():
+            # this server takes no client-named cache files (no --cache-root): say so the
+            # HAL way, so runtimes do not cache (a token alone still uses --cache-dir)
+            num_model, num_data = 0, 0
         return dpb.GetNumberOfCacheFilesNeededReply(
             status=_NONE, numModelCache=num_model, numDataCache=num_data
         )
@@ -210,7 +217,7 @@ class DeviceServicer(dgrpc.IDeviceServicer):
     def _add_prepared(self, prepared: Any, context: Any) -> Any:
         owner = session_of(context)
         self.state.sessions.touch(owner)
-        # issue 10: at most max_prepared_models_per_client (driver/occupancy.py)
+        # at most max_prepared_models_per_client (driver/occupancy.py)
         key = self.state.prepared_quota.add(client_key(context), prepared, owner=owner)
         return dpb.PrepareModelReply(status=_NONE, preparedModel=key)
 
@@ -244,6 +251,18 @@ class DeviceServicer(dgrpc.IDeviceServicer):
         )
 
     def _from_cache(self, request: Any, deadline_ns: int | None, context: Any) -> Any:
+        cache = getattr(self.device, "cache", None)
+        if (
+            getattr(cache, "allowed_roots", None) == ()
+            and getattr(cache, "cache_dir", None) is None
+            and not (request.modelCache or request.dataCache)
+        ):
+            # getNumberOfCacheFilesNeeded said (0, 0): the HAL's answer for a driver
+            # that does not cache
+            raise GeneralFailure(
+                "prepareModelFromCache: this server does not cache compilations (it takes no "
+                "client cache files without --cache-root, and has no --cache-dir)"
+            )
         prepared = self.device.prepareModelFromCache_1_3(
             deadline_ns=deadline_ns, **_cache_args(request)
         )
@@ -261,8 +280,9 @@ class DeviceServicer(dgrpc.IDeviceServicer):
 
     @hal_method(dpb.AllocateReply)
     def allocate(self, request: Any, context: Any) -> Any:
+        caller = client_key(context)
         prepared = [
-            self.state.prepared_models.get(key, f"allocate: preparedModels[{i}]")
+            self.state.prepared_models.get(key, f"allocate: preparedModels[{i}]", caller)
             for i, key in enumerate(request.preparedModels)
         ]
         buffer = self.device.allocate(
@@ -274,7 +294,7 @@ class DeviceServicer(dgrpc.IDeviceServicer):
         owner = session_of(context)
         self.state.sessions.touch(owner)
         # ids > 0, unique among live buffers
-        token = self.state.buffer_quota.add(client_key(context), buffer, owner=owner)
+        token = self.state.buffer_quota.add(caller, buffer, owner=owner)
         return dpb.AllocateReply(status=_NONE, buffer=token, token=token)
 
 
@@ -319,6 +339,7 @@ def execute(
     premapped: dict[int, memoryview] | None = None,
     cancel: Cancel | None = None,
     slot_held: bool = False,
+    caller: str | None = None,
 ) -> ppb.ExecuteReply:
     """Map the pools, run, and build the reply (HalErrors propagate).
 
@@ -326,9 +347,18 @@ def execute(
     ``cancel``: stops the run from another thread (``cancellable``).
     The execution takes one of the device's execution slots (``max_concurrent_executions``)
     unless ``slot_held`` (a fenced execution holds one from its call on).
+    ``caller``: the client (``client_key``) whose driver buffers the request may name.
     """
     check_request_pools(request, state.limits)
-    args = (measure, deadline_ns, loop_timeout_ns, allow_unspecified_output, premapped, cancel)
+    args = (
+        measure,
+        deadline_ns,
+        loop_timeout_ns,
+        allow_unspecified_output,
+        premapped,
+        cancel,
+        caller,
+    )
     if slot_held:
         return _execute(state, prepared, request, *args)
     with state.executions.slot():
@@ -345,13 +375,16 @@ def _execute(
     allow_unspecified_output: bool,
     premapped: dict[int, memoryview] | None,
     cancel: Cancel | None,
+    caller: str | None,
 ) -> ppb.ExecuteReply:
     tokens = None
     if any(isinstance(pool, TokenMemory) for pool in request.pools):
         # as the sample driver: validateRequest (token 0 is INVALID_ARGUMENT, VTS
         # InvalidToken), then the driver buffers' roles and state
         validate_request(request, prepared.model, allow_unspecified_output=allow_unspecified_output)
-        tokens = TokenPools(prepared, request, state.buffers.get)
+        tokens = TokenPools(
+            prepared, request, lambda key, what: state.buffers.get(key, what, caller)
+        )
         request = tokens.request
     if tokens:
         premapped = {**(premapped or {}), **{p: tokens.view(p) for p in tokens.buffers}}
@@ -415,19 +448,26 @@ class PreparedModelServicer(pgrpc.IPreparedModelServicer):
     def __init__(self, state: ServiceState) -> None:
         self.state = state
 
-    def _model(self, key: int) -> Any:
-        return self.state.prepared_models.get(key)
+    def _model(self, key: int, context: Any) -> Any:
+        return self.state.prepared_models.get(key, None, client_key(context))
 
     @hal_method(ppb.ExecuteReply, v1_0=True)
     def execute(self, request: Any, context: Any) -> Any:
-        prepared = self._model(request.preparedModel)
+        prepared = self._model(request.preparedModel, context)
         hal_request = legacy.request_from_v1_0_pb(request.request)
         with cancellable(self.state, context) as cancel:
-            return execute(self.state, prepared, hal_request, measure=False, cancel=cancel)
+            return execute(
+                self.state,
+                prepared,
+                hal_request,
+                measure=False,
+                cancel=cancel,
+                caller=client_key(context),
+            )
 
     @hal_method(ppb.ExecuteReply, v1_0=True)
     def execute_1_2(self, request: Any, context: Any) -> Any:
-        prepared = self._model(request.preparedModel)
+        prepared = self._model(request.preparedModel, context)
         hal_request = legacy.request_from_v1_0_pb(request.request)
         with cancellable(self.state, context) as cancel:
             return execute(
@@ -436,6 +476,7 @@ class PreparedModelServicer(pgrpc.IPreparedModelServicer):
                 hal_request,
                 measure=request.measure == tpb.MEASURE_TIMING_YES,
                 cancel=cancel,
+                caller=client_key(context),
             )
 
     @hal_method(ppb.ExecuteReply, v1_0=True)
@@ -444,7 +485,7 @@ class PreparedModelServicer(pgrpc.IPreparedModelServicer):
 
     @hal_method(ppb.ExecuteReply)
     def execute_1_3(self, request: Any, context: Any) -> Any:
-        prepared = self._model(request.preparedModel)
+        prepared = self._model(request.preparedModel, context)
         hal_request = cv.request_from_pb(request.request)
         with cancellable(self.state, context) as cancel:
             return execute(
@@ -455,6 +496,7 @@ class PreparedModelServicer(pgrpc.IPreparedModelServicer):
                 deadline_ns=cv.deadline_ns_from_pb(request.deadline),
                 loop_timeout_ns=cv.timeout_ns_from_pb(request.loopTimeoutDuration),
                 cancel=cancel,
+                caller=client_key(context),
             )
 
     @hal_method(ppb.ExecuteReply)
@@ -463,10 +505,11 @@ class PreparedModelServicer(pgrpc.IPreparedModelServicer):
 
     @hal_method(ppb.ExecuteFencedReply)
     def executeFenced(self, request: Any, context: Any) -> Any:
-        prepared = self._model(request.preparedModel)
+        prepared = self._model(request.preparedModel, context)
+        caller = client_key(context)
         waits = []
         for i, key in enumerate(request.waitFor):
-            fence = self.state.fences.get(key, f"executeFenced: waitFor[{i}]")
+            fence = self.state.fences.get(key, f"executeFenced: waitFor[{i}]", caller)
             if fence.state == ERROR:
                 raise InvalidArgument(f"executeFenced: waitFor[{i}] (fence {key}) is in error")
             waits.append(fence)
@@ -494,13 +537,14 @@ class PreparedModelServicer(pgrpc.IPreparedModelServicer):
                         allow_unspecified_output=False,
                         cancel=cancel,
                         slot_held=True,
+                        caller=caller,
                     )
             except OutputInsufficientSize as exc:
                 raise InvalidArgument(
                     f"executeFenced: {exc.message} (fenced executions need sufficient outputs)"
                 ) from exc
 
-        # issue 10: the execution holds a slot from now on, while it waits too
+        # the execution holds a slot from now on, while it waits too
         self.state.executions.acquire()
         record, reply = launch(
             run,
@@ -508,10 +552,10 @@ class PreparedModelServicer(pgrpc.IPreparedModelServicer):
             measure=measure,
             deadline_ns=cv.deadline_ns_from_pb(request.deadline),
             duration_ns=cv.timeout_ns_from_pb(request.duration),
-            new_fence=lambda fence: self.state.fences.add(fence, owner=owner),
+            new_fence=lambda fence: self.state.fences.add(fence, owner=owner, holder=caller),
             on_done=self.state.executions.release,
         )
-        callback = self.state.fenced_executions.add(record, owner=owner)
+        callback = self.state.fenced_executions.add(record, owner=owner, holder=caller)
         return ppb.ExecuteFencedReply(
             status=_NONE,
             syncFence=record.fence_id,
@@ -522,7 +566,7 @@ class PreparedModelServicer(pgrpc.IPreparedModelServicer):
     def configureExecutionBurst(
         self, request_iterator: Iterator[Any], context: grpc.ServicerContext
     ) -> Iterator[Any]:
-        burst = _Burst(self.state, execute)
+        burst = _Burst(self.state, execute, caller=client_key(context))
         # one Cancel for the stream: bursts carry no deadline, and once the stream is
         # gone (the client went away, or its session ended) nothing in it should run on
         with cancellable(self.state, context) as cancel:
@@ -535,7 +579,7 @@ class PreparedModelServicer(pgrpc.IPreparedModelServicer):
 
     @hal_method(ppb.StatusReply)
     def release(self, request: Any, context: Any) -> Any:
-        self.state.prepared_models.pop(request.id)
+        self.state.prepared_models.pop(request.id, client_key(context), "release")
         return ppb.StatusReply(status=_NONE)
 
 
@@ -553,7 +597,7 @@ class BufferServicer(pgrpc.IBufferServicer):
 
     @hal_method(ppb.CopyToReply)
     def copyTo(self, request: Any, context: Any) -> Any:
-        buffer = self.state.buffers.get(request.buffer, "copyTo")
+        buffer = self.state.buffers.get(request.buffer, "copyTo", client_key(context))
         dst = cv.memory_from_pb(request.dst)
         with MappedPools([dst]) as mapped:
             buffer.copyTo(mapped.views[0])
@@ -562,14 +606,14 @@ class BufferServicer(pgrpc.IBufferServicer):
 
     @hal_method(ppb.StatusReply)
     def copyFrom(self, request: Any, context: Any) -> Any:
-        buffer = self.state.buffers.get(request.buffer, "copyFrom")
+        buffer = self.state.buffers.get(request.buffer, "copyFrom", client_key(context))
         with MappedPools([cv.memory_from_pb(request.src)]) as mapped:
             buffer.copyFrom(mapped.views[0], tuple(request.dimensions))
         return ppb.StatusReply(status=_NONE)
 
     @hal_method(ppb.StatusReply)
     def release(self, request: Any, context: Any) -> Any:
-        self.state.buffers.pop(request.id)
+        self.state.buffers.pop(request.id, client_key(context), "release")
         return ppb.StatusReply(status=_NONE)
 
 
@@ -579,7 +623,9 @@ class FencedExecutionCallbackServicer(pgrpc.IFencedExecutionCallbackServicer):
 
     @hal_method(ppb.GetExecutionInfoReply)
     def getExecutionInfo(self, request: Any, context: Any) -> Any:
-        record = self.state.fenced_executions.get(request.callback, "getExecutionInfo")
+        record = self.state.fenced_executions.get(
+            request.callback, "getExecutionInfo", client_key(context)
+        )
         status, message, launched, fenced, pools = record.info()
         reply = ppb.GetExecutionInfoReply(
             status=int(status),
@@ -592,9 +638,10 @@ class FencedExecutionCallbackServicer(pgrpc.IFencedExecutionCallbackServicer):
 
     @hal_method(ppb.StatusReply)
     def release(self, request: Any, context: Any) -> Any:
-        record = self.state.fenced_executions.pop(request.id)
+        caller = client_key(context)
+        record = self.state.fenced_executions.pop(request.id, caller, "release")
         try:
-            self.state.fences.pop(record.fence_id)
+            self.state.fences.pop(record.fence_id, caller)
         except InvalidArgument:
             pass  # already released or evicted
         return ppb.StatusReply(status=_NONE)
@@ -614,11 +661,12 @@ class SyncFenceServicer(pgrpc.ISyncFenceServicer):
         fence = Fence(client_created=True)
         owner = session_of(context)
         self.state.sessions.touch(owner)
-        return self._reply(self.state.fences.add(fence, owner=owner), fence)
+        key = self.state.fences.add(fence, owner=owner, holder=client_key(context))
+        return self._reply(key, fence)
 
     @hal_method(ppb.StatusReply)
     def signalFence(self, request: Any, context: Any) -> Any:
-        fence = self.state.fences.get(request.fence, "signalFence")
+        fence = self.state.fences.get(request.fence, "signalFence", client_key(context))
         if not fence.client_created:
             raise InvalidArgument(
                 f"signalFence: fence {request.fence} belongs to a fenced execution; only fences "
@@ -630,7 +678,7 @@ class SyncFenceServicer(pgrpc.ISyncFenceServicer):
 
     @hal_method(ppb.FenceReply)
     def waitFence(self, request: Any, context: Any) -> Any:
-        fence = self.state.fences.get(request.fence, "waitFence")
+        fence = self.state.fences.get(request.fence, "waitFence", client_key(context))
         # Wait no longer than the call lives: a client that gave up (its deadline, a
         # cancel, a dead process) must not hold a server thread for up to 49 days.
         end = time.monotonic() + request.timeoutMs / 1000
@@ -646,7 +694,7 @@ class SyncFenceServicer(pgrpc.ISyncFenceServicer):
 
     @hal_method(ppb.StatusReply)
     def release(self, request: Any, context: Any) -> Any:
-        fence = self.state.fences.pop(request.id)
+        fence = self.state.fences.pop(request.id, client_key(context), "release")
         fence.signal(False)  # an unsignalled fence released: waiters see an error
         return ppb.StatusReply(status=_NONE)
 

@@ -7,6 +7,12 @@ with the gRPC metadata key ``nnhal-session`` (an opaque string, a UUID in
 objects its calls create are owned by that session; when the lease expires
 or the client calls ``endSession``, they are released and its executions
 still running are cancelled (control.proto documents the contract).
+
+A busy server never takes a live client for a dead one: a session with a call
+being served (a long preparation) does not expire, and its lease restarts
+when the call ends; while calls wait for a server thread (``backlog``), or
+after the reaper itself could not run for a while, no lease is judged, and
+every lease that ran out meanwhile gets a new term once the server catches up.
 """
 
 from __future__ import annotations
@@ -44,6 +50,12 @@ def client_key(context: Any) -> str:
     return f"peer:{peer or 'unknown'}"
 
 
+#: The reaper woke this much later than it meant to: the interpreter was held, so
+#: renewals may not have been served either (every lapsed lease gets a new term).
+_LATE_S = 0.5
+#: While calls wait for a server thread, leases are looked at again this often.
+_BACKLOG_POLL_S = 0.1
+
 #: Lease bounds (ms): the default when keepAlive asks 0, and the clamp range.
 DEFAULT_LEASE_MS = 10_000
 MIN_LEASE_MS = 200
@@ -59,11 +71,16 @@ class SessionTable:
     when none is left, expires leases; ``close()`` stops it (server stop).
     """
 
-    def __init__(self, release: Callable[[str, str], int]) -> None:
+    def __init__(
+        self, release: Callable[[str, str], int], backlog: Callable[[], bool] | None = None
+    ) -> None:
         self._release = release
+        # whether calls are waiting for a server thread (renewals may be among them)
+        self.backlog = backlog
         self._lease_s: dict[str, float] = {}
         self._expiry: dict[str, float] = {}
         self._running: dict[str, set[Any]] = {}
+        self._calls: dict[str, int] = {}  # calls of each session being served now
         self._cond = threading.Condition()
         self._reaper: threading.Thread | None = None
         self._closed = False
@@ -120,6 +137,30 @@ class SessionTable:
         with self._cond:
             return sum(len(c) for c in self._running.values())
 
+    # ---- calls in flight ----
+
+    @contextlib.contextmanager
+    def in_call(self, session: str | None) -> Iterator[None]:
+        """A call of ``session`` is being served: its lease cannot run out meanwhile (a long
+        preparation is no sign the client went away), and it is renewed when the call ends."""
+        if session is None:
+            yield
+            return
+        self.touch(session)
+        with self._cond:
+            self._calls[session] = self._calls.get(session, 0) + 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                left = self._calls.get(session, 1) - 1
+                if left > 0:
+                    self._calls[session] = left
+                else:
+                    self._calls.pop(session, None)
+                if session in self._lease_s:
+                    self._expiry[session] = time.monotonic() + self._lease_s[session]
+
     # ---- executions ----
 
     @contextlib.contextmanager
@@ -150,21 +191,54 @@ class SessionTable:
             )
             self._reaper.start()
 
+    def _busy(self) -> bool:
+        try:
+            return bool(self.backlog is not None and self.backlog())
+        except Exception:  # noqa: BLE001 - a probe that fails says nothing
+            return False
+
+    def _grace(self, now: float) -> None:  # with the condition held
+        """The server could not hear renewals for a while: every lease that ran out
+        meanwhile gets one more term from now."""
+        for session, expiry in self._expiry.items():
+            if expiry <= now:
+                self._expiry[session] = now + self._lease_s.get(session, DEFAULT_LEASE_MS / 1000)
+
     def _reap(self) -> None:
+        planned: float | None = None
         while True:
             with self._cond:
                 if self._closed or not self._expiry:
                     self._reaper = None
                     return
                 now = time.monotonic()
-                due = [s for s, t in self._expiry.items() if t <= now]
+                if planned is not None and now - planned > _LATE_S:
+                    # this thread itself could not run for a while (the interpreter was
+                    # held): renewals could not be served either
+                    self._grace(now)
+                planned = None
+                due = [
+                    s for s, t in self._expiry.items() if t <= now and not self._calls.get(s)
+                ]
+                if due and self._busy():
+                    # calls wait for a server thread, renewals perhaps among them: judge no
+                    # lease until the server has caught up, then give every one a new term
+                    self._cond.wait(_BACKLOG_POLL_S)
+                    planned = time.monotonic()
+                    if not self._busy():
+                        self._grace(time.monotonic())
+                    continue
                 if not due:
-                    self._cond.wait(min(self._expiry.values()) - now)
+                    open_ = [t for s, t in self._expiry.items() if not self._calls.get(s)]
+                    wait = (min(open_) - now) if open_ else _BACKLOG_POLL_S
+                    wait = max(0.0, min(wait, _BACKLOG_POLL_S * 10))
+                    self._cond.wait(wait)
+                    planned = now + wait
                     continue
             for session in due:
-                with self._cond:  # renewed or ended meanwhile?
+                with self._cond:  # renewed, ended or called meanwhile?
                     expiry = self._expiry.get(session)
-                    if expiry is None or expiry > time.monotonic():
+                    if expiry is None or expiry > time.monotonic() or self._calls.get(session):
                         continue
                     self.expired += 1
                 try:

@@ -28,6 +28,7 @@ Device, or when it dies and stops renewing its lease (``lease_s``).
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -112,6 +113,25 @@ class FencedResult:
 # ---------------------------------------------------------------------------
 
 
+def _first_call(stub: Any, address: str, timeout: float) -> None:
+    """getStatus, waiting for the server up to ``timeout``; but a refused connection (nothing
+    listens there) is reported at once, with that word."""
+    started = time.monotonic()
+    try:
+        stub.getStatus(dpb.DeviceQuery(), timeout=timeout)  # fails fast when refused
+        return
+    except grpc.RpcError as exc:
+        details = (exc.details() or "").lower()
+        if exc.code() == grpc.StatusCode.UNAVAILABLE and "refused" in details:
+            raise DeviceUnavailable(
+                f"no nnhal driver at {address}: connection refused (nothing listens there)"
+            ) from None
+        if exc.code() != grpc.StatusCode.UNAVAILABLE:
+            raise
+    left = max(0.1, timeout - (time.monotonic() - started))
+    stub.getStatus(dpb.DeviceQuery(), timeout=left, wait_for_ready=True)
+
+
 def connect(
     address: str,
     timeout: float = 10.0,
@@ -139,7 +159,7 @@ def connect(
     opened = None
     try:
         stub = dgrpc.IDeviceStub(channel)
-        stub.getStatus(dpb.DeviceQuery(), timeout=timeout, wait_for_ready=True)
+        _first_call(stub, address, timeout)
         if session:
             opened = ClientSession.open(channel, lease_s, timeout)
             if opened is not None:  # the session goes with every call as metadata

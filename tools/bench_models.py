@@ -347,7 +347,6 @@ def _agreement(case: ModelCase, ours: np.ndarray, theirs: np.ndarray) -> str:
 def run_models(names: list[str] | None, rounds: int, ort_threads: int) -> list[dict]:
     """Prepare, check and time every case; one result dict per case."""
     import onnxruntime as ort
-
     from nnhal.driver.device import Device
 
     device = Device()

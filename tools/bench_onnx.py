@@ -42,7 +42,6 @@ class OnnxPeer:
 
 def session(peer: OnnxPeer):
     import onnxruntime as ort
-
     from nnhal.tools.bench_threads import ort_threads
 
     options = ort.SessionOptions()

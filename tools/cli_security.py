@@ -9,8 +9,8 @@ Server (``add_serve_options``, ``serve``):
 - ``--allow-insecure``: listen on an address that is not loopback without TLS
   (refused otherwise, with a message);
 - ``--cache-root DIR`` (repeatable): client-given cache files must lie under
-  these directories (default: anywhere on a loopback address; under
-  ``--cache-dir`` only when exposed);
+  these directories (default: none; clients may still cache through
+  ``--cache-dir`` with a token and no files);
 - ``--grace SECONDS`` (default 10): on SIGTERM/SIGINT, new calls are refused at
   once and calls in flight get this long to finish; a second signal stops at once;
 - ``--log-level LEVEL``: log the driver to stderr (``debug`` logs every call).
@@ -57,8 +57,8 @@ def add_serve_options(p: argparse.ArgumentParser) -> None:
         "--cache-root",
         action="append",
         metavar="DIR",
-        help="client-given cache files must lie under DIR (repeatable; default: anywhere on "
-        "loopback, only under --cache-dir when exposed)",
+        help="accept client-given cache files under DIR (repeatable; default: none are "
+        "accepted, on loopback too)",
     )
     g.add_argument(
         "--grace",
@@ -156,6 +156,8 @@ def serve(devices: Sequence[Any], address: str, args: argparse.Namespace, label:
         server, bound = create_server(devices, address, security=security)
     except ValueError as exc:  # insecure exposure, a bad certificate...
         raise CliError(str(exc), EXIT_USAGE) from None
+    except OSError as exc:  # a busy port (named with its holder when it can be told)
+        raise CliError(str(exc)) from None
     except Exception as exc:  # noqa: BLE001 - grpc reports a failed bind as RuntimeError
         raise CliError(f"cannot listen on {address}: {exc}") from None
     signals: list[int] = []

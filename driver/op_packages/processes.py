@@ -125,11 +125,9 @@ class Worker:
                 pass
 
     def kill(self) -> int | None:
-        """SIGKILL, reap, close the pipes; the exit status."""
-        try:
-            self.proc.kill()
-        except OSError:
-            pass
+        """SIGKILL its process group (the worker and whatever its kernels started), reap,
+        close the pipes; the exit status."""
+        kill_group(self.proc)
         code = _reap(self.proc)
         self.close_pipes()
         return code
@@ -140,8 +138,23 @@ class Worker:
         try:
             self.proc.wait(timeout=2)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            kill_group(self.proc)
             _reap(self.proc)
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the worker's process group (it leads one: ``spawn``), so processes a kernel
+    forked go with it; the worker alone when the group cannot be signalled."""
+    if proc.returncode is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+            return
+        except (OSError, AttributeError):
+            pass
+    try:
+        proc.kill()
+    except OSError:
+        pass
 
 
 def _reap(proc: subprocess.Popen) -> int | None:
@@ -179,10 +192,7 @@ class Processes:
             self.closed = True
             procs = list(self.procs.values())
         for proc in procs:
-            try:
-                proc.kill()
-            except OSError:
-                pass
+            kill_group(proc)
         for proc in procs:
             _reap(proc)
 
@@ -225,17 +235,21 @@ def _widen(fd: int) -> None:
         pass
 
 
-def spawn(processes: Processes, start_timeout_s: float) -> Worker:
-    """Start one worker and wait for its ``ready`` (raises RuntimeError saying why not)."""
+def spawn(processes: Processes, start_timeout_s: float, memory_bytes: int = 0) -> Worker:
+    """Start one worker and wait for its ``ready`` (raises RuntimeError saying why not).
+
+    The worker leads a process group of its own (killed as a group) and limits its
+    data memory to ``memory_bytes`` (0: no limit)."""
     req_r, req_w = os.pipe()
     rep_r, rep_w = os.pipe()
     for fd in (req_w, rep_w):
         _widen(fd)
     try:
         proc = subprocess.Popen(
-            command(sys.path, req_r, rep_w),
+            command(sys.path, req_r, rep_w, memory_bytes),
             pass_fds=(req_r, rep_w),
             stdin=subprocess.DEVNULL,
+            start_new_session=True,
         )
     except BaseException:
         for fd in (req_r, req_w, rep_r, rep_w):

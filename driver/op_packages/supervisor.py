@@ -129,11 +129,13 @@ class KernelSupervisor:
         workers: int = DEFAULT_WORKERS,
         kernel_timeout_ms: int = DEFAULT_KERNEL_TIMEOUT_MS,
         name: str = "",
+        memory_bytes: int = 0,
     ) -> None:
         if workers < 1 or kernel_timeout_ms <= 0:
             raise ValueError("workers must be >= 1 and kernel_timeout_ms > 0")
         self.max_workers = workers
         self.kernel_timeout_ms = kernel_timeout_ms
+        self.memory_bytes = memory_bytes  # each worker's data-memory limit (0: none)
         self.name = name
         self._cond = threading.Condition()
         self._idle: list[Worker] = []
@@ -395,7 +397,7 @@ class KernelSupervisor:
             self._procs.remove(leftover.proc)
 
     def _spawn(self) -> Worker:  # (tests delay it to watch getStatus during a replacement)
-        return spawn(self._procs, START_TIMEOUT_S)
+        return spawn(self._procs, START_TIMEOUT_S, self.memory_bytes)
 
 
 def current_deadline() -> int | None:

@@ -27,7 +27,11 @@ Worker protocol:
 
 The worker exits when its request pipe closes, on ``("stop",)``, or when
 its parent process goes away (a watchdog thread), so it never outlives the
-server even if the server is killed with SIGKILL.
+server even if the server is killed with SIGKILL. It leads its own process
+group and ends it as it exits (the supervisor kills the group too), so
+processes a kernel forked die with it. Its data memory is limited
+(``RLIMIT_DATA``, the ``max_worker_memory_bytes`` limit): a kernel's
+MemoryError names that limit.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import importlib.util
 import os
 import pickle
 import select
+import signal
 import struct
 import sys
 import threading
@@ -185,18 +190,49 @@ def resolve(ref: tuple) -> Any:
     return obj
 
 
+def _end_group() -> None:
+    """Exit with whatever a kernel started: SIGKILL this worker's process group (the
+    worker leads it), so no forked process outlives the worker."""
+    sys.stdout.flush()
+    try:
+        if os.getpgid(0) == os.getpid():
+            os.killpg(0, signal.SIGKILL)
+    except OSError:
+        pass
+    os._exit(0)
+
+
 def _watch_parent(parent: int) -> None:
     """Exit when the parent process is gone (reparented), even inside a running kernel."""
     while True:
         time.sleep(0.5)
         if os.getppid() != parent:
-            os._exit(0)
+            _end_group()
+
+
+#: the data-memory limit of this worker (bytes; 0 = none), named in MemoryError replies
+_MEMORY_LIMIT = 0
+
+
+def _limit_memory(limit: int) -> None:
+    global _MEMORY_LIMIT
+    if limit <= 0:
+        return
+    try:
+        import resource
+
+        kind = getattr(resource, "RLIMIT_DATA", None) or resource.RLIMIT_AS
+        hard = resource.getrlimit(kind)[1]
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        resource.setrlimit(kind, (limit, hard))
+        _MEMORY_LIMIT = limit
+    except (ImportError, OSError, ValueError) as exc:  # not on this platform
+        print(f"nnhal op-package worker: no memory limit: {exc}", file=sys.stderr)
 
 
 def serve(fd_in: int, fd_out: int, parent: int) -> None:
     """The worker's loop (runs until its request pipe closes)."""
-    import signal
-
     # The supervisor owns this process's life: Ctrl-C in a terminal goes to the
     # whole process group, and the server shuts its workers down itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -231,7 +267,14 @@ def serve(fd_in: int, fd_out: int, parent: int) -> None:
                 fn, static = entry
                 reply = ("ok", fn(*args, **{**static, **kwargs}))
         except BaseException as exc:  # noqa: BLE001 - a kernel's failure is the reply
-            reply = ("error", type(exc).__name__, _text(exc))
+            text = _text(exc)
+            if isinstance(exc, MemoryError) and _MEMORY_LIMIT:
+                text = (
+                    f"{text or 'out of memory'} (the kernel worker's memory limit: "
+                    f"max_worker_memory_bytes = {_MEMORY_LIMIT})"
+                )
+            reply = ("error", type(exc).__name__, text)
+            del exc
         try:
             send_message(fd_out, reply)
         except OSError:
@@ -248,17 +291,17 @@ def _text(exc: BaseException) -> str:
 
 
 def main(argv: list[str]) -> None:
-    """``argv``: request fd, reply fd, parent pid."""
-    fd_in, fd_out, parent = (int(a) for a in argv[:3])
+    """``argv``: request fd, reply fd[, data-memory limit in bytes], parent pid (last)."""
+    fd_in, fd_out, parent = int(argv[0]), int(argv[1]), int(argv[-1])
+    _limit_memory(int(argv[2]) if len(argv) > 3 else 0)
     try:
         serve(fd_in, fd_out, parent)
     except (BrokenPipeError, EOFError):  # the parent went away mid-message
         pass
-    sys.stdout.flush()
-    os._exit(0)
+    _end_group()
 
 
-def command(sys_path: list[str], fd_in: int, fd_out: int) -> list[str]:
+def command(sys_path: list[str], fd_in: int, fd_out: int, memory_bytes: int = 0) -> list[str]:
     """The child's command line: this interpreter, the parent's sys.path, then ``main``.
 
     A fresh interpreter (not fork: the server has gRPC threads; and not
@@ -278,5 +321,6 @@ def command(sys_path: list[str], fd_in: int, fd_out: int) -> list[str]:
         json.dumps(sys_path),
         str(fd_in),
         str(fd_out),
+        str(int(memory_bytes)),
         str(os.getpid()),
     ]

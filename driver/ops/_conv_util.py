@@ -11,8 +11,7 @@
   its resolved role).
 - **Padding arithmetic** exactly as the reference (``calculateExplicitPadding``,
   ``computeOutSize``, C integer division).
-- **Layouts**: kernels work in NHWC; NCHW inputs are viewed as NHWC and
-  results transposed back.
+- **Layouts**: kernels work in NHWC (``nnhal.driver.ops.layout`` converts).
 - **Patches** (im2col): a strided view ``[N, OH, OW, KH, KW, C]`` of the
   padded input built with ``sliding_window_view``, which callers feed to one
   BLAS matmul (or multiply tap by tap).
@@ -248,38 +247,6 @@ def out_size(in_size: int, k: int, stride: int, dilation: int, head: int, tail: 
 # ---------------------------------------------------------------------------
 # Layouts and shapes
 # ---------------------------------------------------------------------------
-
-
-def nhwc_dims(dims, nchw: bool) -> tuple[int, int, int, int] | None:
-    """(N, H, W, C) of a rank-4 shape given in the op's layout (0 = unknown)."""
-    if dims is None:
-        return None
-    n, a, b, c = dims
-    return (n, b, c, a) if nchw else (n, a, b, c)
-
-
-def layout_dims(n: int, h: int, w: int, c: int, nchw: bool) -> tuple[int, int, int, int]:
-    return (n, c, h, w) if nchw else (n, h, w, c)
-
-
-def to_nhwc(x: np.ndarray, nchw: bool) -> np.ndarray:
-    return x.transpose(0, 2, 3, 1) if nchw else x
-
-
-def from_nhwc(y: np.ndarray, nchw: bool) -> np.ndarray:
-    """An NHWC result in the op's layout, as an array that owns its data."""
-    return owned(y.transpose(0, 3, 1, 2) if nchw else y)
-
-
-def owned(a: np.ndarray) -> np.ndarray:
-    """``a`` as a C-contiguous array owning its data (copied only when it is not).
-
-    The executor copies a main output that is a view; returning owned arrays
-    spares that copy.
-    """
-    if a.base is None and a.flags.c_contiguous:
-        return a
-    return a.copy(order="C")
 
 
 def reshaped(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

@@ -41,20 +41,16 @@ from nnhal.driver.ops._conv_util import (
     channel_scales,
     check_bias_scale,
     float_clamp,
-    from_nhwc,
     last_shape_cache,
-    layout_dims,
     multipliers,
-    nhwc_dims,
-    owned,
     padded,
     patches,
     read_params,
     requantizer,
     reshaped,
-    to_nhwc,
 )
 from nnhal.driver.ops.common import QUANT8, TENSOR_INT32, check_rank, dtype_of, runtime_failure
+from nnhal.driver.ops.layout import from_nhwc, layout_dims, nhwc_dims, owned, to_nhwc
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 from numpy.lib.stride_tricks import as_strided
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from nnhal.driver.ops._layout import check_same_quant, zero_sized_failure
+from nnhal.driver.ops._movement import check_same_quant, zero_sized_failure
 from nnhal.driver.ops.common import QUANT8, TENSOR_INT32, check_rank, dtype_of, runtime_failure
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 

@@ -25,15 +25,12 @@ from nnhal.driver.ops._conv_util import (
     Signature,
     axis_geometry,
     float_clamp,
-    from_nhwc,
     last_shape_cache,
-    layout_dims,
-    nhwc_dims,
     patches,
     read_params,
-    to_nhwc,
 )
 from nnhal.driver.ops.common import QUANT8, check_rank, dtype_of, runtime_failure
+from nnhal.driver.ops.layout import from_nhwc, layout_dims, nhwc_dims, to_nhwc
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
 from nnhal.types import HalVersion, OperandType, OperationType

@@ -176,6 +176,7 @@ def _required(args: tuple[Arg, ...]) -> int:
 
 _REGISTRY: dict[int, OperationDef] = {}
 
+
 def register(definition: OperationDef) -> OperationDef:
     if definition.type in _REGISTRY:
         raise ValueError(f"{definition.type.name} registered twice")

@@ -21,8 +21,9 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from nnhal.driver.ops._conv_util import from_nhwc, last_shape_cache, layout_dims, nhwc_dims, to_nhwc
+from nnhal.driver.ops._conv_util import last_shape_cache
 from nnhal.driver.ops.common import check_rank, dtype_of, runtime_failure
+from nnhal.driver.ops.layout import from_nhwc, layout_dims, nhwc_dims, to_nhwc
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
 from nnhal.types import HalVersion, OperandType, OperationType, type_name

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from nnhal.driver.ops._layout import check_same_quant, zero_sized_failure
+from nnhal.driver.ops._movement import check_same_quant, zero_sized_failure
 from nnhal.driver.ops.common import (
     INT32_SCALAR,
     TENSOR_INT32,

@@ -3,7 +3,7 @@
 The first four move blocks of a rank-4 image tensor between its spatial axes
 and its batch or depth axis. They are written for NHWC; the optional BOOL
 ``layout`` input (true = NCHW, HAL 1.2) views the tensor as NHWC on the way in
-and back on the way out (_layout.in_layout), as the reference does. Each
+and back on the way out (``layout.in_layout``), as the reference does. Each
 kernel is one reshape, one transpose and one copy:
 
 - DEPTH_TO_SPACE: ``out[b, h*s + i, w*s + j, c] = in[b, h, w, (i*s + j)*C + c]``;
@@ -22,16 +22,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from nnhal.driver.ops._layout import (
+from nnhal.driver.ops._movement import check_same_quant, zero_sized_failure
+from nnhal.driver.ops.common import INT32_SCALAR, TENSOR_INT32, check_rank, runtime_failure
+from nnhal.driver.ops.layout import (
     check_layout_present,
-    check_same_quant,
-    from_nhwc,
+    dims_in_layout,
     in_layout,
     layout_is_nchw,
-    to_nhwc,
-    zero_sized_failure,
+    nhwc_dims,
 )
-from nnhal.driver.ops.common import INT32_SCALAR, TENSOR_INT32, check_rank, runtime_failure
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
 from nnhal.errors import HalError
@@ -60,7 +59,7 @@ def _image_checks(ctx: OpContext, layout_index: int) -> HalVersion | None:
 
 def _nhwc_dims(ctx: OpContext, layout_index: int) -> tuple[int, ...] | None:
     dims = ctx.inputs[0].dimensions
-    return to_nhwc(tuple(dims), layout_is_nchw(ctx, layout_index)) if dims is not None else None
+    return nhwc_dims(tuple(dims), layout_is_nchw(ctx, layout_index)) if dims is not None else None
 
 
 def _image_kernel(
@@ -122,7 +121,7 @@ def _depth_family(op_type: OperationType, to_space: bool) -> OperationDef:
         if dims is None:
             return [(0, 0, 0, 0)]
         out = shape_of(dims, block, ctx.fail)
-        return [from_nhwc(out, layout_is_nchw(ctx, 2))]
+        return [dims_in_layout(out, layout_is_nchw(ctx, 2))]
 
     def execute(ctx: OpContext) -> Callable[..., np.ndarray]:
         s = _block_size(ctx)
@@ -227,7 +226,7 @@ def _b2s_prepare(ctx: OpContext) -> list[Shape]:
     if dims is None or blocks is None:
         return [(0, 0, 0, 0)]
     out = _batch_to_space_shape(dims, _blocks(blocks, ctx.fail), ctx.fail)
-    return [from_nhwc(out, layout_is_nchw(ctx, 2))]
+    return [dims_in_layout(out, layout_is_nchw(ctx, 2))]
 
 
 def _batch_to_space(x: np.ndarray, bh: int, bw: int) -> np.ndarray:
@@ -302,7 +301,7 @@ def _s2b_prepare(ctx: OpContext) -> list[Shape]:
         _space_pads(pads, ctx.fail),
         ctx.fail,
     )
-    return [from_nhwc(out, layout_is_nchw(ctx, 3))]
+    return [dims_in_layout(out, layout_is_nchw(ctx, 3))]
 
 
 def _space_to_batch(x: np.ndarray, bh: int, bw: int, pads, value) -> np.ndarray:
@@ -340,7 +339,7 @@ def _s2b_execute(ctx: OpContext) -> Callable[..., np.ndarray]:
             raise zero_sized_failure(ctx)
         bh, bw = _blocks(blocks_c if blocks_c is not None else b, fail)
         pads = _space_pads(pads_c if pads_c is not None else p, fail)
-        _space_to_batch_shape(to_nhwc(x.shape, nchw), (bh, bw), pads, fail)
+        _space_to_batch_shape(nhwc_dims(x.shape, nchw), (bh, bw), pads, fail)
         return in_layout(lambda v: _space_to_batch(v, bh, bw, pads, value), nchw)(x)
 
     return dynamic

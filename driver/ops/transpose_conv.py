@@ -34,16 +34,13 @@ from nnhal.driver.ops._conv_util import (
     check_bias_scale,
     explicit_padding,
     float_clamp,
-    from_nhwc,
     last_shape_cache,
-    layout_dims,
     multipliers,
-    nhwc_dims,
     requantizer,
-    to_nhwc,
 )
 from nnhal.driver.ops.common import ACTIVATIONS, QUANT8, check_rank, dtype_of, runtime_failure
 from nnhal.driver.ops.conv import bias_types, filter_types
+from nnhal.driver.ops.layout import from_nhwc, layout_dims, nhwc_dims, to_nhwc
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
 from nnhal.types import HalVersion, OperandType, OperationType, type_name

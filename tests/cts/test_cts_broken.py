@@ -25,6 +25,7 @@ meant to catch the fault must report it, while the run completes:
 
 from __future__ import annotations
 
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -41,13 +42,16 @@ pytestmark = pytest.mark.slow  # conformance runs against broken drivers
 
 
 @contextmanager
-def serve(device) -> Iterator[tuple[object, str]]:
-    """``device`` behind the real servicers; yields a connected client and the address."""
-    from nnhal.driver.service import create_server
+def serve(device, cache_roots=None) -> Iterator[tuple[object, str]]:
+    """``device`` behind the real servicers; yields a connected client and the address.
+    ``cache_roots``: where clients may name cache files (none by default)."""
+    from nnhal.driver.security import ServerSecurity
+    from nnhal.driver.server import create_server
 
     from nnhal.client import connect
 
-    server, address = create_server(device, "127.0.0.1:0")
+    security = ServerSecurity(cache_roots=cache_roots)
+    server, address = create_server(device, "127.0.0.1:0", security=security)
     client = connect(address)
     try:
         yield client, address
@@ -69,7 +73,8 @@ def _run(device, **config):
     # the shipped corpus only where a test asks for it (Options() default): loading it
     # takes seconds and most breakages are caught on the spec library's models
     options = config.pop("options", Options(corpus=False))
-    with serve(device) as (client, address), reference() as oracle:
+    cache_roots = config.pop("cache_roots", None)
+    with serve(device, cache_roots) as (client, address), reference() as oracle:
         options.oracle = oracle
         return run_suite(client, address, Config(options=options, **config))
 
@@ -315,7 +320,9 @@ def test_caching_family_catches_an_unauthenticated_cache(monkeypatch):
     from nnhal.driver import cache
     from nnhal.driver.device import Device
 
-    config = {"families": ("caching",)}
+    # the caching family makes its files in the temporary directory: the server accepts
+    # client-named cache files there only (none without a cache root)
+    config = {"families": ("caching",), "cache_roots": (tempfile.gettempdir(),)}
     good = _run(Device(), **config)
     # the one skip is the "caching unsupported" test, which does not apply
     assert set(_outcomes(good, "caching/").values()) <= {Outcome.PASSED, Outcome.SKIPPED}
@@ -475,6 +482,7 @@ def test_a_quant_only_driver_gets_the_path_and_feature_families():
 
     device = Device(load_profile("nnapi-sample_quant"))
     report = _run(device, families=("burst", "fenced", "caching", "memory-domain"),
+                  cache_roots=(tempfile.gettempdir(),),
                   filters=("burst/memory-slots", "burst/add/quant8*", "fenced/add/quant8*",
                            "fenced/waits-*", "caching/*", "memory-domain/*"))  # fmt: skip
     assert not report.skipped_families(), report.skipped_families()

@@ -20,7 +20,6 @@ from nnhal.cts.target import Options
 pytestmark = pytest.mark.slow  # the whole conformance suite
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_full_suite_against_the_in_process_driver(tmp_path, capsys):
     from nnhal.driver.device import Device

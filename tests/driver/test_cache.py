@@ -33,6 +33,35 @@ def fc_model(seed: int = 0, reference: bool = False):
 X = np.arange(8, dtype=np.float32).reshape(2, 4) / 8 - 0.3
 
 
+@pytest.fixture(scope="module")
+def _rooted_server(tmp_path_factory):
+    """A server that accepts client cache files under pytest's temporary directory
+    (every ``tmp_path``): without a cache root a server accepts none."""
+    from nnhal.driver.device import Device
+    from nnhal.driver.security import ServerSecurity
+    from nnhal.driver.server import create_server
+
+    root = str(tmp_path_factory.getbasetemp())
+    server, address = create_server(
+        Device(), "127.0.0.1:0", security=ServerSecurity(cache_roots=(root,))
+    )
+    try:
+        yield address
+    finally:
+        server.stop(grace=None).wait()
+
+
+@pytest.fixture
+def client_device(_rooted_server):
+    from nnhal.client import connect
+
+    device = connect(_rooted_server, timeout=10.0)
+    try:
+        yield device
+    finally:
+        device.close()
+
+
 def handles(folder: Path, prefix: str = "") -> tuple[list[list[str]], list[list[str]]]:
     m, d = folder / f"{prefix}model", folder / f"{prefix}data"
     m.touch()

@@ -7,6 +7,7 @@ except where a test needs another address; certificates are made per module
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 from collections.abc import Iterator
@@ -413,10 +414,10 @@ def test_health_statuses_follow_devices(tmp_path) -> None:
 
 
 def test_cli_clients_with_tls_and_token(pki, tmp_path, capsys, monkeypatch) -> None:
-    import json
 
     from nnhal.tools.cli import main
-    from test_cli import write_model
+
+    from nnhal.vectors import model_to_json
 
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
@@ -425,7 +426,8 @@ def test_cli_clients_with_tls_and_token(pki, tmp_path, capsys, monkeypatch) -> N
     )
     server, address = serve(security)
     a = np.array([1, 2, 3], np.float32)
-    model = write_model(tmp_path / "add.json", add_model(), name="add", inputs=[a, a])
+    model = tmp_path / "add.json"
+    model.write_text(json.dumps(model_to_json(add_model(), name="add", inputs=[a, a])))
     tls = ["--tls-ca", pki["ca"]]
     try:
         assert (
@@ -453,7 +455,6 @@ def test_cli_clients_with_tls_and_token(pki, tmp_path, capsys, monkeypatch) -> N
 
 @pytest.mark.slow
 def test_stress_and_resources_with_tls_and_token(pki, tmp_path, capsys, monkeypatch) -> None:
-    import json
 
     from nnhal.tools.cli import main
 

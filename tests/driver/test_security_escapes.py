@@ -137,25 +137,30 @@ def test_confined_cache_never_writes_outside(confined, roots) -> None:
         assert precious.read_bytes() == b"precious bytes"
 
 
-def test_exposed_server_confines_cache_files_to_its_cache_dir(tmp_path) -> None:
+@pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0"], ids=["loopback", "exposed"])
+def test_without_a_cache_root_client_cache_files_are_refused(tmp_path, host) -> None:
+    """No --cache-root: no client-named file, on loopback too; --cache-dir still works."""
     from nnhal.driver.cache import CompilationCache
 
-    plain, with_dir = Device(), Device()
-    with_dir.cache = CompilationCache(tmp_path / "server-cache")
+    device = Device()
+    device.cache = CompilationCache(tmp_path / "server-cache")
     server, address = create_server(
-        [plain], "0.0.0.0:0", security=ServerSecurity(allow_insecure=True)
-    )
-    server.stop(None).wait()
-    assert plain.cache.allowed_roots == ()  # no cache directory: no client-given files
-    server, address = create_server(
-        [with_dir], "0.0.0.0:0", security=ServerSecurity(allow_insecure=True)
+        [device], f"{host}:0", security=ServerSecurity(allow_insecure=True)
     )
     try:
-        assert with_dir.cache.allowed_roots == (str(tmp_path / "server-cache"),)
+        assert device.cache.allowed_roots == ()
         port = address.rpartition(":")[2]
         with connect(f"127.0.0.1:{port}") as dev:
-            with pytest.raises(InvalidArgument, match="outside the directories"):
-                dev.prepareModelFromCache_1_3(*handles(tmp_path / "m", tmp_path / "d"), TOKEN)
+            assert dev.getNumberOfCacheFilesNeeded() == (0, 0)  # the HAL's "no caching"
+            precious = tmp_path / ".profile"
+            precious.write_bytes(b"echo precious\n")
+            with pytest.raises(InvalidArgument, match="accepts no cache files named by clients"):
+                dev.prepareModelFromCache_1_3([[str(precious)]], [[str(precious)]], TOKEN)
+            prepared = dev.prepareModel_1_3(
+                add_model(), modelCache=[[str(precious)]], dataCache=[[str(precious)]], token=TOKEN
+            )  # prepared, not cached, the file unchanged
+            prepared.release()
+            assert precious.read_bytes() == b"echo precious\n"
             # the server's own directory (token, no handles) still works
             dev.prepareModel_1_3(add_model(), token=TOKEN).release()
             prepared = dev.prepareModelFromCache_1_3(token=TOKEN, model=add_model())
@@ -166,20 +171,27 @@ def test_exposed_server_confines_cache_files_to_its_cache_dir(tmp_path) -> None:
         confine("/tmp/x", (), "prepareModelFromCache_1_3: modelCache")
 
 
-def test_special_files_never_hang_or_flood(client_device, tmp_path) -> None:
-    """Unconfined (loopback default) handles: still only regular files."""
-    fifo = tmp_path / "fifo"
+def test_special_files_never_hang_or_flood(confined, roots) -> None:
+    """Inside the root: still only regular files (in-process Device API: the same)."""
+    allowed = roots[0]
+    fifo = allowed / "fifo"
     os.mkfifo(fifo)
-    data = tmp_path / "d"
+    (allowed / "dir").mkdir()
+    data = allowed / "d"
     data.touch()
-    for special in ("/dev/zero", str(fifo), str(tmp_path)):
+    in_process = Device()
+    for special in (str(fifo), str(allowed / "dir")):
         with pytest.raises(GeneralFailure, match="cannot read the model cache"):
-            client_device.prepareModelFromCache_1_3([[special]], [[str(data)]], TOKEN)
-        prepared = client_device.prepareModel_1_3(
+            confined.prepareModelFromCache_1_3([[special]], [[str(data)]], TOKEN)
+        confined.prepareModel_1_3(
             add_model(), modelCache=[[special]], dataCache=[[str(data)]], token=TOKEN
-        )
-        prepared.release()
-    assert client_device.getStatus() == DeviceStatus.AVAILABLE
+        ).release()
+    for special in ("/dev/zero", str(fifo), str(allowed / "dir")):
+        with pytest.raises(GeneralFailure, match="cannot read the model cache"):
+            in_process.prepareModelFromCache_1_3(
+                modelCache=[[special]], dataCache=[[str(data)]], token=TOKEN
+            )
+    assert confined.getStatus() == DeviceStatus.AVAILABLE
 
 
 def test_open_cache_file_checks_what_was_opened(roots) -> None:

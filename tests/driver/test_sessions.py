@@ -53,12 +53,19 @@ def _wait_for(predicate, timeout_s: float = 20.0, what: str = "condition"):
     raise AssertionError(f"{what}: not reached within {timeout_s} s")
 
 
+#: address -> the in-process server's device state (objects are private to their
+#: client, so another client cannot probe them: tests look in the registries)
+_STATES: dict[str, object] = {}
+
+
 @pytest.fixture
 def server():
     srv, address = create_server(DriverDevice(), "127.0.0.1:0")
+    _STATES[address] = next(iter(srv.states.values()))
     try:
         yield address
     finally:
+        _STATES.pop(address, None)
         srv.stop(grace=None).wait()
 
 
@@ -85,8 +92,19 @@ def _probe_status(address: str, kind: str, key: int) -> str:
         channel.close()
 
 
+_REGISTRIES = {
+    "prepared": "prepared_models",
+    "buffer": "buffers",
+    "fence": "fences",
+    "callback": "fenced_executions",
+}
+
+
 def _gone(address: str, kind: str, key: int) -> bool:
-    return "unknown" in _probe_status(address, kind, key)
+    # another client is told "unknown" whether or not the object lives
+    assert "unknown" in _probe_status(address, kind, key)
+    state = _STATES[address]
+    return getattr(state, _REGISTRIES[kind]).peek(key) is None
 
 
 def _shm_mappings() -> int | None:
@@ -162,7 +180,7 @@ def test_registry_tracks_owners_through_pop_take_and_eviction():
     a = registry.add("a", owner="s1")
     b = registry.add("b", owner="s1")
     registry.add("c")  # no owner
-    registry.pop(a)
+    registry.pop(a, None)
     assert registry.owned("s1") == 1
     registry.add("d", owner="s2")
     registry.add("e")  # over capacity: evicts the oldest ("b")
@@ -240,7 +258,7 @@ def test_close_releases_everything_the_client_still_holds(server):
     prepared = device.prepareModel_1_3(_add_model())
     fence = control.create_fence(device)
     key = prepared.id
-    assert "unknown" not in _probe_status(server, "prepared", key)
+    assert not _gone(server, "prepared", key)
     device.close()  # the prepared model was never released by the client
     assert _gone(server, "prepared", key) and _gone(server, "fence", fence)
 

@@ -24,13 +24,19 @@ def alternate_profile(name: str = "half-npu", keep_even: bool = True) -> dict[st
 
 
 @contextmanager
-def served(*profiles: dict[str, Any]):
-    """Serve one driver Device per profile (one server); yield runtime ClientDevices."""
+def served(*profiles: dict[str, Any], cache_root: Any = None):
+    """Serve one driver Device per profile (one server); yield runtime ClientDevices.
+
+    ``cache_root``: where clients may name compilation cache files (none: refused)."""
     from nnhal.driver.device import Device
     from nnhal.driver.profile import parse_profile
-    from nnhal.driver.service import create_server
+    from nnhal.driver.security import ServerSecurity
+    from nnhal.driver.server import create_server
 
-    server, address = create_server([Device(parse_profile(p)) for p in profiles])
+    security = ServerSecurity(cache_roots=(str(cache_root),)) if cache_root else None
+    server, address = create_server(
+        [Device(parse_profile(p)) for p in profiles], "127.0.0.1:0", security=security
+    )
     devices = []
     try:
         for p in profiles:

@@ -190,7 +190,7 @@ def test_supported_operations_for_devices():
 
 
 def test_compilation_caching_writes_the_device_cache(tmp_path):
-    with served(profile("npu", exclude=["MUL"])) as (_, (npu,)):
+    with served(profile("npu", exclude=["MUL"]), cache_root=tmp_path) as (_, (npu,)):
         for _ in range(2):  # the second compilation finds the files the first wrote
             compilation = Compilation(chain_model(), [npu])
             compilation.set_caching(tmp_path, b"t" * 32)

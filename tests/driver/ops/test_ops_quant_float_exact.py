@@ -100,7 +100,7 @@ def test_float_requantizer_at_the_edge_of_its_range(mult, exp):
 
 def _quant_conv_reference(x, w, b, zx, zw, mult, exp, zy, lo, hi, dtype):
     """CONV_2D VALID stride 1 with int64 sums and the integer requantizer."""
-    n, h, wd, c = x.shape
+    n, h, wd, _ = x.shape
     o, kh, kw, _ = w.shape
     oh, ow = h - kh + 1, wd - kw + 1
     xc = x.astype(np.int64) - zx
