@@ -8,6 +8,7 @@ may be skipped whole, and all 102 operations must have passing tests.
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections import Counter
 
@@ -23,11 +24,14 @@ pytestmark = pytest.mark.slow  # the whole conformance suite
 @pytest.mark.timeout(900)
 def test_full_suite_against_the_in_process_driver(tmp_path, capsys):
     from nnhal.driver.device import Device
-    from nnhal.driver.service import create_server
+    from nnhal.driver.security import ServerSecurity
+    from nnhal.driver.server import create_server
 
     from nnhal.client import connect
 
-    server, address = create_server(Device(), "127.0.0.1:0")
+    # the caching family names cache files in the temporary folder: a cache root
+    security = ServerSecurity(cache_roots=(tempfile.gettempdir(),))
+    server, address = create_server(Device(), "127.0.0.1:0", security=security)
     # the fuzz family's oracle: a second endpoint (here the same implementation)
     oracle_server, oracle_address = create_server(Device(), "127.0.0.1:0")
     client, oracle = connect(address), connect(oracle_address)
@@ -49,6 +53,8 @@ def test_full_suite_against_the_in_process_driver(tmp_path, capsys):
     totals = coverage_totals(report.results)
     assert totals["operationsPassed"] == totals["operations"] == 102, totals
     assert not report.skipped_families(), report.skipped_families()
+    caching = [r for r in report.results if r.family == "caching"]
+    assert sum(r.outcome == Outcome.PASSED for r in caching) >= 12, caching
     # every family ran something, or was skipped with a reason
     for family in report.families:
         results = [r for r in report.results if r.family == family]
