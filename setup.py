@@ -42,5 +42,6 @@ setup(
         "nnhal": ["py.typed"],
         "nnhal.driver": ["profiles/*.toml"],
         "nnhal.proto": ["nnhal/v1_3/*.proto"],
+        "nnhal.cts": ["data/nnapi/*/*.json.gz", "data/nnapi/[LNR]*"],
     },
 )

@@ -13,10 +13,13 @@ with ``nnhal.cts.suite.run_suite``. What lives where:
   ``expectations``: the xfail file; ``report``: summary, JUnit XML, JSON,
   coverage; ``suite``: the Python API;
 - ``fuzz_gen``: seeded random models for the fuzz family;
+- ``corpus`` and ``data/nnapi/``: the shipped NNAPI corpus (Android's
+  generated test models, Apache-2.0, ``data/nnapi/NOTICE``), run by default;
 - ``mutations``, ``mutation_tables``: the VTS model mutations (a reusable
   generator used by the model-validation family).
 
-The suite depends on ``nnhal`` only, except the fuzz family's reference
-(the driver's executor, imported lazily) and ``nnhal cts`` without
-``--target``, which starts the driver in this process.
+The suite depends on ``nnhal`` only: the fuzz family's oracle is a second
+endpoint the caller passes in (``Options.oracle``). ``nnhal cts`` (in
+``nnhal.tools``) starts the in-process driver without ``--target`` and the
+in-process reference oracle without ``--oracle``.
 """

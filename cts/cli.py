@@ -1,26 +1,36 @@
 """``nnhal cts``: the conformance suite from the command line.
 
 ``nnhal.tools.cli`` owns the argument parser (so ``nnhal`` imports nothing from
-here until the subcommand runs) and calls ``run_cts(args, open_device)``
-with a function that connects to ``--target`` or starts the in-process
-driver. This module turns the arguments into a ``nnhal.cts.suite.Config``, runs
+here until the subcommand runs) and calls ``run_cts(args, open_device,
+open_oracle)`` with functions that connect to ``--target`` (or start the
+in-process driver) and to the fuzz family's oracle (``--oracle`` or the
+in-process reference); the suite itself never imports a driver. This module turns the arguments into a ``nnhal.cts.suite.Config``, runs
 the suite, prints a line per failure (``FAILED <id>: <why>``), the
 per-family table and the summary line, and writes the JUnit XML, JSON and
 coverage files asked for. Exit status 1 when anything failed, timed out or
-could not run.
+could not run; with ``--strict`` also when a family was skipped whole or a
+test passed against the expectations file (xpass).
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 from typing import Any
 
 from nnhal.cts.core import Outcome, Result
 from nnhal.cts.families import DEFAULT_FAMILIES, FAMILIES
-from nnhal.cts.report import coverage_table, family_table, summary_line, write_json, write_junit
+from nnhal.cts.families.fuzz import same_implementation
+from nnhal.cts.report import (
+    coverage_table,
+    family_table,
+    skipped_families_line,
+    summary_line,
+    write_json,
+    write_junit,
+)
 from nnhal.cts.suite import Config, collect, run_suite
 from nnhal.cts.target import Options
 
@@ -49,6 +59,8 @@ def config_from_args(args: Any) -> Config:
         vectors=tuple(args.vectors or ()),
         specs=tuple(args.specs or ()),
         profile=getattr(args, "profile", None),
+        require_deadlines=bool(getattr(args, "require_deadlines", False)),
+        corpus=not getattr(args, "no_corpus", False),
     )
     families = _families(args.families, bool(args.vectors))
     if "vectors" in families and not options.vectors:
@@ -62,6 +74,7 @@ def config_from_args(args: Any) -> Config:
         expectations=args.expectations,
         progress=not args.no_progress,
         options=options,
+        strict=bool(getattr(args, "strict", False)),
     )
 
 
@@ -72,7 +85,18 @@ def _print_result(result: Result, verbose: bool) -> None:
         print(f"{label} {result.id}: {result.message}", flush=True)
 
 
-def run_cts(args: Any, open_device: Callable[[], AbstractContextManager[Any]]) -> int:
+def _open_oracle(
+    config: Config, open_oracle: Callable[[], AbstractContextManager[Any]] | None, stack: ExitStack
+) -> None:
+    if "fuzz" in config.families and config.options.fuzz_count and open_oracle is not None:
+        config.options.oracle = stack.enter_context(open_oracle())
+
+
+def run_cts(
+    args: Any,
+    open_device: Callable[[], AbstractContextManager[Any]],
+    open_oracle: Callable[[], AbstractContextManager[Any]] | None = None,
+) -> int:
     """Run the suite as the arguments say; returns the exit status."""
     config = config_from_args(args)
     tests = collect(config)
@@ -83,8 +107,19 @@ def run_cts(args: Any, open_device: Callable[[], AbstractContextManager[Any]]) -
         return 0
     if not tests:
         raise ValueError("no tests to run (check --families and --filter)")
-    with open_device() as device:
+    with ExitStack() as stack:
+        device = stack.enter_context(open_device())
         address = getattr(device, "address", "") or (args.target or "in-process")
+        _open_oracle(config, open_oracle, stack)
+        oracle = config.options.oracle
+        if oracle is not None and same_implementation(device, oracle):
+            print(
+                "nnhal cts: warning: the fuzz oracle reports the same version string and type as "
+                "the target (the same implementation cannot catch its own kernel bugs; name "
+                "another endpoint with --oracle ADDR)",
+                file=sys.stderr,
+                flush=True,
+            )
         report = run_suite(
             device,
             address,
@@ -110,5 +145,11 @@ def run_cts(args: Any, open_device: Callable[[], AbstractContextManager[Any]]) -
         write_junit(args.junit_xml, results, report.families)
     if args.json_report:
         write_json(args.json_report, results, report.families, info)
+    whole = skipped_families_line(results, report.families)
+    if whole:
+        print(f"nnhal cts: {whole}", flush=True)
+    if config.strict:
+        for problem in report.strict_problems:
+            print(f"STRICT {problem}", flush=True)
     print(f"{summary_line(results)} in {report.duration:.1f} s", flush=True)
     return 0 if report.ok else 1

@@ -2,6 +2,8 @@
 
 - ``summary_line``: "N passed, M failed, K skipped" followed by the other
   outcomes that occurred (xfail, xpass, timed out, errors);
+- ``skipped_families_line``: every family whose tests were all skipped, with
+  the reason (a summary must never hide a family that did not run);
 - ``family_table``: one row per family with the count of each outcome;
 - ``junit_xml``: one ``<testsuite>`` per family, ``<failure>`` for failed
   and timed-out tests, ``<error>`` for errors, ``<skipped>`` with the reason
@@ -26,8 +28,11 @@ from nnhal.cts.core import Outcome, Result
 __all__ = [
     "coverage",
     "coverage_table",
+    "coverage_totals",
     "family_table",
     "json_report",
+    "skipped_families",
+    "skipped_families_line",
     "summary_line",
     "write_json",
     "write_junit",
@@ -64,6 +69,28 @@ def summary_line(results: Sequence[Result]) -> str:
     return ", ".join(head + tail)
 
 
+def skipped_families(results: Sequence[Result], families: Sequence[str]) -> dict[str, str]:
+    """Families whose every test was skipped -> the most frequent skip reason."""
+    by_family: dict[str, list[Result]] = defaultdict(list)
+    for r in results:
+        by_family[r.family].append(r)
+    out: dict[str, str] = {}
+    for f in families:
+        rs = by_family.get(f)
+        if rs and all(r.outcome == Outcome.SKIPPED for r in rs):
+            reason, _ = Counter(r.message for r in rs).most_common(1)[0]
+            out[f] = reason
+    return out
+
+
+def skipped_families_line(results: Sequence[Result], families: Sequence[str]) -> str:
+    """The line naming every family skipped whole, with why ("" when none was)."""
+    skipped = skipped_families(results, families)
+    if not skipped:
+        return ""
+    return "skipped whole: " + "; ".join(f"{f} ({why})" for f, why in skipped.items())
+
+
 def family_table(results: Sequence[Result], families: Sequence[str]) -> str:
     by_family: dict[str, Counter] = defaultdict(Counter)
     for r in results:
@@ -98,30 +125,73 @@ def coverage(results: Sequence[Result]) -> dict[str, dict[str, dict[str, dict[st
     return table
 
 
+def _all_operations() -> list[str]:
+    """The HAL's 102 operations (OEM_OPERATION appears only when a test used it)."""
+    from nnhal.types import OperationType
+
+    return [op.name for op in OperationType if op != OperationType.OEM_OPERATION]
+
+
+def coverage_totals(results: Sequence[Result]) -> dict[str, int]:
+    """Operations (of the HAL's 102) and (operation, type) pairs with tests, and passing."""
+    table = coverage(results)
+    ops = _all_operations()
+    passed_pairs = [
+        (op, t) for op, types in table.items() for t, cells in types.items()
+        if any(c["passed"] for c in cells.values())
+    ]  # fmt: skip
+    return {
+        "operations": len(ops),
+        "operationsTested": sum(op in table for op in ops),
+        "operationsPassed": len({op for op, _ in passed_pairs if op in ops}),
+        "pairsTested": sum(len(types) for types in table.values()),
+        "pairsPassed": len(passed_pairs),
+        "tests": sum(1 for r in results if r.coverage),
+    }
+
+
 def coverage_table(results: Sequence[Result], families: Sequence[str]) -> str:
-    """Rows: operation and operand type; columns: families; cells: passed/tests."""
+    """Rows: every operation of the HAL (no test: one row with zeros) by operand type;
+    columns: families; cells: passed/tests; a totals line at the end."""
     table = coverage(results)
     used = [
         f
         for f in families
         if any(f in cells for types in table.values() for cells in types.values())
     ]
-    if not table:
-        return "coverage: no test exercised an operation"
-    op_w = max(len(op) for op in table) + 2
-    type_w = max(len(t) for types in table.values() for t in types) + 2
+    rows = {op: table.get(op, {}) for op in _all_operations()}
+    rows.update(table)  # extension or unknown operation codes too
+    op_w = max(len(op) for op in rows) + 2
+    type_w = max([len(t) for types in table.values() for t in types] + [len("(no test)")]) + 2
     col_w = [max(len(f), 7) for f in used]
     header = f"{'operation':<{op_w}}{'operand type':<{type_w}}" + "  ".join(
         f"{f:>{w}}" for f, w in zip(used, col_w)
     )
+    header += "    total"
     lines = [header, "-" * len(header)]
-    for op in sorted(table):
-        for t in sorted(table[op]):
-            cells = table[op][t]
+    for op in sorted(rows):
+        if not rows[op]:
+            cells_text = "  ".join(f"{'0/0':>{w}}" for w in col_w)
+            lines.append(f"{op:<{op_w}}{'(no test)':<{type_w}}{cells_text}  {'0/0':>7}")
+            continue
+        for t in sorted(rows[op]):
+            cells = rows[op][t]
             row = [f"{cells[f]['passed']}/{cells[f]['tests']}" if f in cells else "-" for f in used]
-            lines.append(
-                f"{op:<{op_w}}{t:<{type_w}}" + "  ".join(f"{c:>{w}}" for c, w in zip(row, col_w))
+            total = (
+                sum(c["passed"] for c in cells.values()),
+                sum(c["tests"] for c in cells.values()),
             )
+            lines.append(
+                f"{op:<{op_w}}{t:<{type_w}}"
+                + "  ".join(f"{c:>{w}}" for c, w in zip(row, col_w))
+                + f"  {f'{total[0]}/{total[1]}':>7}"
+            )
+    n = coverage_totals(results)
+    lines.append(
+        f"totals: {n['operationsTested']} of {n['operations']} operations tested, "
+        f"{n['operationsPassed']} with a passing test; {n['pairsTested']} (operation, operand "
+        f"type) pairs tested, {n['pairsPassed']} with a passing test"
+    )
     lines.append("(cells: tests passed / tests run that exercise the operation with that type)")
     return "\n".join(lines)
 
@@ -189,6 +259,7 @@ def json_report(results: Sequence[Result], families: Sequence[str], info: dict[s
         "families": {f: dict(by_family[f]) for f in families if f in by_family},
         "results": [r.to_json() for r in results],
         "coverage": coverage(results),
+        "coverageTotals": coverage_totals(results),
     }
 
 

@@ -21,6 +21,7 @@ from typing import Any
 from nnhal.cts.core import Outcome, Result, TestCase
 from nnhal.cts.expectations import Expectations, load_expectations
 from nnhal.cts.families import DEFAULT_FAMILIES, FAMILIES, Library, family_module
+from nnhal.cts.report import skipped_families
 from nnhal.cts.runner import Runner
 from nnhal.cts.target import Options, Target
 
@@ -37,6 +38,8 @@ class Config:
     expectations: str | None = None
     progress: bool = False
     options: Options = field(default_factory=Options)
+    #: also fail on families skipped as a whole and on unexpected passes (xpass)
+    strict: bool = False
 
     def __post_init__(self) -> None:
         unknown = [f for f in self.families if f not in FAMILIES]
@@ -51,6 +54,7 @@ class Report:
     duration: float
     info: dict[str, Any]
     not_run_reason: str | None = None
+    strict: bool = False
 
     def by_id(self) -> dict[str, Result]:
         return {r.id: r for r in self.results}
@@ -62,16 +66,30 @@ class Report:
             if (family is None or r.family == family) and r.id.startswith(prefix)
         }
 
+    def skipped_families(self) -> dict[str, str]:
+        """Families every test of which was skipped -> the most frequent reason."""
+        return skipped_families(self.results, self.families)
+
+    @property
+    def strict_problems(self) -> list[str]:
+        """What ``--strict`` fails on beyond failures: whole-family skips and xpasses."""
+        found = [f"family {f} skipped whole: {why}" for f, why in self.skipped_families().items()]
+        found += [f"{r.id} passed unexpectedly (xpass)" for r in self.results
+                  if r.outcome == Outcome.XPASS]  # fmt: skip
+        return found
+
     @property
     def ok(self) -> bool:
-        return not any(r.outcome.is_problem for r in self.results)
+        if any(r.outcome.is_problem for r in self.results):
+            return False
+        return not (self.strict and self.strict_problems)
 
 
 def collect(config: Config, library: Library | None = None) -> list[TestCase]:
     """Every test of the chosen families (in FAMILIES order), filtered by the globs."""
     families = [f for f in FAMILIES if f in config.families]
     if library is None:
-        library = Library.load(config.options.specs)
+        library = Library.load(config.options.specs, corpus=config.options.corpus)
     cases: list[TestCase] = []
     for name in families:
         module = family_module(name)
@@ -115,4 +133,6 @@ def run_suite(
     info["duration"] = round(duration, 3)
     info["unusedExpectations"] = [e.pattern for e in expectations.unused()]
     families = tuple(f for f in FAMILIES if f in config.families)
-    return Report(results, families, duration, info, runner.down)
+    report = Report(results, families, duration, info, runner.down, config.strict)
+    info["skippedFamilies"] = report.skipped_families()
+    return report

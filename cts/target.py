@@ -2,8 +2,9 @@
 
 ``Target`` wraps ``nnhal.client.Device`` (any server speaking the proto):
 
-- ``support(model)`` asks ``getSupportedOperations_1_3`` (and, when the
-  target offers nnhal's ``explainSupportedOperations``, its reasons);
+- ``support(model)`` asks the standard ``getSupportedOperations_1_3`` and
+  checks the vector's length (and, when the target offers nnhal's
+  ``explainSupportedOperations``, takes its reasons and checks it agrees);
   ``require_supported`` turns "unsupported" into a skip with the reason;
 - capability probes, each asked once and remembered: bursts, executeFenced,
   compilation caching (``getNumberOfCacheFilesNeeded``), memory domains
@@ -32,19 +33,30 @@ from nnhal.cts.core import fail, skip
 
 from nnhal._proto.v1_3 import device_pb2 as dpb
 from nnhal.builder import ModelBuilder
-from nnhal.errors import DeviceUnavailable, HalError
+from nnhal.errors import DeviceUnavailable, HalError, InvalidArgument
 from nnhal.types import (
+    OPERAND_TYPE_INFO,
     BufferDesc,
     BufferRole,
     DeviceStatus,
     DeviceType,
+    ErrorStatus,
     Model,
     OperandType,
     OperationType,
     operation_name,
 )
 
-__all__ = ["Capability", "Options", "Target", "add_model", "is_loopback", "probe_names"]
+__all__ = [
+    "PROBE_TYPES",
+    "Capability",
+    "Options",
+    "Probe",
+    "Target",
+    "add_model",
+    "is_loopback",
+    "probe_names",
+]
 
 
 @dataclass
@@ -57,15 +69,71 @@ class Options:
     vectors: tuple[str, ...] = ()
     specs: tuple[str, ...] = ()
     profile: str | None = None
+    #: a connected client Device giving the fuzz family's expected outputs (a second
+    #: endpoint: the suite never imports a driver); None = the fuzz family is skipped
+    oracle: Any = None
+    #: run the shipped NNAPI corpus too (generated, validation, qos, path families)
+    corpus: bool = True
+    #: opt-in: deadlines the target ignores fail (the HAL lets a driver ignore them)
+    require_deadlines: bool = False
 
 
 @dataclass(frozen=True)
 class Capability:
-    """A probed capability: present or not, and why not."""
+    """A probed capability: present or not, and why not.
+
+    ``broken`` is set when the target offers the feature but the probe, a
+    valid use of it on a model the target supports, failed: every test that
+    needs the capability then FAILS with that message instead of skipping.
+    """
 
     present: bool
     reason: str = ""
     detail: Any = None
+    broken: str = ""
+
+    @property
+    def usable(self) -> bool:
+        """Offered and working: other families may use it as an extra path."""
+        return self.present and not self.broken
+
+
+#: the element types a probe model may use, in the order they are tried
+PROBE_TYPES = (
+    OperandType.TENSOR_FLOAT32,
+    OperandType.TENSOR_FLOAT16,
+    OperandType.TENSOR_QUANT8_ASYMM,
+    OperandType.TENSOR_QUANT8_ASYMM_SIGNED,
+)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """out = x + y on [2] tensors of one element type the target supports.
+
+    The values (1, 2) + (3, 4) are exact in every probe type (quantized ones
+    use scale 1 and zero point 0), so expected outputs are exact too.
+    """
+
+    element_type: int
+    model: Model
+
+    @property
+    def dtype(self) -> np.dtype:
+        return np.dtype(OPERAND_TYPE_INFO[self.element_type].dtype)
+
+    @property
+    def type_name(self) -> str:
+        return OperandType(self.element_type).name
+
+    def x(self) -> np.ndarray:
+        return np.array([1, 2], self.dtype)
+
+    def y(self) -> np.ndarray:
+        return np.array([3, 4], self.dtype)
+
+    def expected(self) -> np.ndarray:
+        return np.array([4, 6], self.dtype)
 
 
 def is_loopback(address: str) -> bool:
@@ -82,8 +150,13 @@ def add_model(element_type: int = OperandType.TENSOR_FLOAT32, dims=(2,)) -> Mode
     """out = a + b on two inputs: the small valid model capability probes use."""
     mb = ModelBuilder()
     g = mb.main
-    a, b = g.input(element_type, dims), g.input(element_type, dims)
-    out = g.output(element_type, dims)
+    quant = (
+        {"scale": 1.0}
+        if element_type in (OperandType.TENSOR_QUANT8_ASYMM, OperandType.TENSOR_QUANT8_ASYMM_SIGNED)
+        else {}
+    )
+    a, b = g.input(element_type, dims, **quant), g.input(element_type, dims, **quant)
+    out = g.output(element_type, dims, **quant)
     g.operation(OperationType.ADD, [a, b, g.constant(OperandType.INT32, 0)], [out])
     return mb.build()
 
@@ -104,33 +177,44 @@ class Target:
     # ---- support ----
 
     def support(self, model: Model) -> tuple[list[bool], dict[int, str]]:
-        """getSupportedOperations_1_3 (raises HalError), with reasons when the target gives them."""
-        if self._explain is not False:
+        """getSupportedOperations_1_3 (raises HalError), with reasons when the target gives them.
+
+        The answer always comes from the standard RPC and its length is checked
+        (one flag per main operation); nnhal's ``explainSupportedOperations``, when
+        the target offers it, only adds reasons, and its flags must agree.
+        """
+        flags = list(self.device.getSupportedOperations_1_3(model))
+        ops = model.main.operations
+        if len(flags) != len(ops):
+            fail(
+                f"getSupportedOperations_1_3 returned {len(flags)} flags for {len(ops)} main "
+                "operations"
+            )
+        reasons = {
+            i: f"{operation_name(ops[i].type)} reported unsupported"
+            for i, ok in enumerate(flags)
+            if not ok
+        }
+        if self._explain is not False and not all(flags):
             try:
-                flags, reasons = self.device.explainSupportedOperations(model)
+                explained, why = self.device.explainSupportedOperations(model)
                 self._explain = True
-                return list(flags), {int(k): v for k, v in reasons.items()}
             except DeviceUnavailable as e:
                 if "UNIMPLEMENTED" not in str(e):
                     raise
                 self._explain = False
-        flags = self.device.getSupportedOperations_1_3(model)
-        ops = model.main.operations
-        reasons = {
-            i: f"{operation_name(ops[i].type)} reported unsupported"
-            for i, ok in enumerate(flags)
-            if not ok and i < len(ops)
-        }
-        return list(flags), reasons
+            else:
+                if list(explained) != flags:
+                    fail(
+                        f"explainSupportedOperations answered {list(explained)} where "
+                        f"getSupportedOperations_1_3 answered {flags} for the same model"
+                    )
+                reasons.update({int(k): v for k, v in why.items() if int(k) in reasons})
+        return flags, reasons
 
     def require_supported(self, model: Model) -> None:
         """Skip unless every main operation is supported (a HalError here is the caller's)."""
         flags, reasons = self.support(model)
-        if len(flags) != len(model.main.operations):
-            fail(
-                f"getSupportedOperations_1_3 returned {len(flags)} flags for "
-                f"{len(model.main.operations)} main operations"
-            )
         if not all(flags):
             why = "; ".join(
                 f"operation {i} ({operation_name(model.main.operations[i].type)}): "
@@ -186,6 +270,43 @@ class Target:
         with self._lock:
             return self._memo.setdefault(key, value)
 
+    # ---- the probe model ----
+
+    def _find_probe(self) -> Probe | str | None:
+        """The first supported probe model, or a message when the support answer is malformed."""
+        for t in PROBE_TYPES:
+            model = add_model(t)
+            try:
+                flags = list(self.device.getSupportedOperations_1_3(model))
+            except HalError:
+                continue
+            if len(flags) != 1:
+                return (
+                    f"getSupportedOperations_1_3 returned {len(flags)} flags for the 1 main "
+                    f"operation of a {OperandType(t).name} ADD model"
+                )
+            if flags == [True]:
+                return Probe(t, model)
+        return None
+
+    def probe(self) -> Probe | None:
+        """The probe model in the first of PROBE_TYPES the target supports (asked once)."""
+        found = self.cached("probe-model", self._find_probe)
+        return found if isinstance(found, Probe) else None
+
+    def require_probe(self) -> Probe:
+        found = self.cached("probe-model", self._find_probe)
+        if isinstance(found, str):
+            fail(found)
+        if found is None:
+            skip(
+                "the target supports ADD in none of "
+                + ", ".join(OperandType(t).name for t in PROBE_TYPES)
+                + ": no probe model to run this test with"
+            )
+        assert isinstance(found, Probe)
+        return found
+
     # ---- capabilities ----
 
     def capability(self, name: str) -> Capability:
@@ -197,51 +318,74 @@ class Target:
         try:
             result = probe()
         except HalError as e:
-            # not an answer about the capability (the probe model itself failed):
-            # not remembered, so one transient failure does not skip a whole family
-            return Capability(False, f"probing {name} failed: {e}")
+            result = Capability(True, "", None, f"probing {name} failed: {e}")
         with self._lock:
             return self._probes.setdefault(name, result)
 
     def require(self, name: str) -> Capability:
+        """Skip when the target does not offer ``name``; fail when it offers it broken."""
         cap = self.capability(name)
+        if cap.broken:
+            fail(f"the target offers {name} but its probe failed: {cap.broken}")
         if not cap.present:
             skip(cap.reason)
         return cap
 
-    def _probe_model(self) -> Any:
-        return self.device.prepareModel_1_3(add_model())
+    def _probe_model(self) -> tuple[Probe | None, Any]:
+        found = self.cached("probe-model", self._find_probe)
+        if isinstance(found, str):
+            raise InvalidArgument(found)  # reported as a broken capability
+        probe = found
+        if probe is None:
+            return None, None
+        return probe, self.device.prepareModel_1_3(probe.model)
+
+    _NO_PROBE = Capability(
+        False,
+        "the target supports ADD in none of float32, float16, quant8 asymm and signed: "
+        "no probe model",
+    )
 
     def _probe_burst(self) -> Capability:
-        prepared = self._probe_model()
+        probe, prepared = self._probe_model()
+        if probe is None:
+            return self._NO_PROBE
         try:
             with prepared.burst() as burst:
-                x = np.ones(2, np.float32)
-                out = burst.execute([x, x]).outputs[0]
-            if not np.array_equal(out, x + x):
-                return Capability(True, "", "a burst execution returned wrong values")
-            return Capability(True)
-        except DeviceUnavailable as e:
-            return Capability(False, f"configureExecutionBurst is not available: {e}")
+                out = burst.execute([probe.x(), probe.y()]).outputs[0]
+            if not np.array_equal(out, probe.expected()):
+                return Capability(
+                    True, "", None,
+                    f"a burst execution of {probe.type_name} ADD returned {out.tolist()}, "
+                    f"expected {probe.expected().tolist()}",
+                )  # fmt: skip
+            return Capability(True, "", probe.type_name)
         except HalError as e:
-            return Capability(False, f"a burst execution of a valid model failed: {e}")
+            if _unimplemented(e):
+                return Capability(False, f"configureExecutionBurst is not available: {e}")
+            return Capability(
+                True, "", None, f"a burst execution of a valid {probe.type_name} ADD failed: {e}"
+            )
         finally:
             prepared.release()
 
     def _probe_fenced(self) -> Capability:
-        prepared = self._probe_model()
+        probe, prepared = self._probe_model()
+        if probe is None:
+            return self._NO_PROBE
         try:
-            x = np.ones(2, np.float32)
-            _, fenced = prepared.execute_fenced([x, x])
+            _, fenced = prepared.execute_fenced([probe.x(), probe.y()])
             try:
                 fenced.callback.release()
             except HalError:
                 pass
-            return Capability(True)
-        except DeviceUnavailable as e:
-            return Capability(False, f"executeFenced is not available: {e}")
+            return Capability(True, "", probe.type_name)
         except HalError as e:
-            return Capability(False, f"executeFenced of a valid model failed: {e}")
+            if _unimplemented(e):
+                return Capability(False, f"executeFenced is not available: {e}")
+            return Capability(
+                True, "", None, f"executeFenced of a valid {probe.type_name} ADD failed: {e}"
+            )
         finally:
             prepared.release()
 
@@ -264,28 +408,42 @@ class Target:
         return Capability(True, "", (num_model, num_data))
 
     def _probe_memory_domains(self) -> Capability:
-        prepared = self._probe_model()
+        probe, prepared = self._probe_model()
+        if probe is None:
+            return self._NO_PROBE
         try:
             buffer = self.device.allocate(BufferDesc(), [prepared], [BufferRole(0, 0, 1.0)], [])
         except HalError as e:
+            if e.status == ErrorStatus.GENERAL_FAILURE or _unimplemented(e):
+                # how a driver without memory domains answers (VTS accepts it)
+                return Capability(
+                    False,
+                    f"IDevice::allocate of a valid input role returned {e.status.name}: memory "
+                    f"domains are not supported ({e.message})",
+                )
             return Capability(
-                False,
-                f"IDevice::allocate of a valid input role returned {e.status.name}: memory "
-                f"domains are not supported ({e.message})",
-            )
+                True, "", None,
+                f"IDevice::allocate of a valid {probe.type_name} input role returned {e} "
+                "(only GENERAL_FAILURE says memory domains are not supported)",
+            )  # fmt: skip
         finally:
             prepared.release()
         try:
             buffer.release()
         except HalError:
             pass
-        return Capability(True)
+        return Capability(True, "", probe.type_name)
 
     def _probe_extensions(self) -> Capability:
         extensions = self.device.getSupportedExtensions()
         if not extensions:
             return Capability(False, "getSupportedExtensions is empty: no vendor extensions", ())
         return Capability(True, "", tuple(extensions))
+
+
+def _unimplemented(e: Exception) -> bool:
+    """The RPC itself is not served (gRPC UNIMPLEMENTED): the feature is not offered."""
+    return "UNIMPLEMENTED" in str(e)
 
 
 def probe_names() -> tuple[str, ...]:

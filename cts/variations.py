@@ -68,10 +68,17 @@ class GeneratedModel:
     data_type: str  # "base" or a data-type variation
     graph: str  # "" or a graph variation
     test: TestModel
+    #: "library" (the spec library) or "nnapi" (the shipped corpus)
+    origin: str = "library"
 
     @property
     def name(self) -> str:
         return self.test.name
+
+    @property
+    def test_id(self) -> str:
+        """The name in test ids: corpus models carry the prefix ``nnapi/``."""
+        return self.name if self.origin == "library" else f"nnapi/{self.name}"
 
 
 def quantize(values: np.ndarray, type_code: int, scale: float, zero_point: int) -> np.ndarray:

@@ -13,7 +13,8 @@ Subcommands::
     nnhal ops       [--json]
     nnhal cts       [--target ADDR] [--families F,...] [--filter GLOB] [-j N] [--timeout S]
                     [--expectations FILE] [--vectors PATH] [--junit-xml FILE]
-                    [--json-report FILE] [--coverage [FILE]] [--profile ...]
+                    [--json-report FILE] [--coverage [FILE]] [--oracle ADDR] [--strict]
+                    [--require-deadlines] [--no-corpus] [--profile ...]
     nnhal bench control-flow [--n N ...] [--repeat R] [--json FILE]
     nnhal stress    [ADDR] [--clients N] [--executions M] [--duration S] [--seed S] [--json]
     nnhal resources ADDR
@@ -417,11 +418,22 @@ def cmd_vectors(args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------
 
 
+def _oracle(args: argparse.Namespace) -> AbstractContextManager[Any]:
+    """The fuzz family's second endpoint: ``--oracle ADDR``, else the in-process reference."""
+    from nnhal.tools.local import local_device
+
+    from nnhal.vector_runner import connect_device
+
+    if args.oracle:
+        return connect_device(_check_address(args.oracle), timeout=args.connect_timeout)
+    return local_device(None)
+
+
 def cmd_cts(args: argparse.Namespace) -> int:
     from nnhal.cts.cli import run_cts  # lazily: nnhal never imports cts at import time
 
     try:
-        return run_cts(args, lambda: _device(args))
+        return run_cts(args, lambda: _device(args), lambda: _oracle(args))
     except ValueError as e:  # bad options, expectations file, ...
         raise CliError(str(e), EXIT_USAGE) from None
 
@@ -645,6 +657,27 @@ def build_parser() -> argparse.ArgumentParser:
         default="cts-failures",
         metavar="DIR",
         help="where failing fuzzed models are saved (default ./cts-failures)",
+    )
+    p.add_argument(
+        "--oracle",
+        metavar="ADDR",
+        help="endpoint giving the fuzz family's expected outputs (default: the in-process "
+        "reference driver, default profile)",
+    )
+    p.add_argument(
+        "--no-corpus",
+        action="store_true",
+        help="leave out the shipped NNAPI corpus (spec library only: a quicker, smaller run)",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="also fail on families skipped whole and on unexpected passes (xpass)",
+    )
+    p.add_argument(
+        "--require-deadlines",
+        action="store_true",
+        help="fail a target that ignores execution and preparation deadlines",
     )
     p.add_argument("--list", action="store_true", help="list the test ids and exit")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")

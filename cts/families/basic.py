@@ -5,7 +5,10 @@ operandPerformance sorted by type without SUBGRAPH; getVersionString is not
 empty; getType is one DeviceType; extension names follow the naming rule;
 getNumberOfCacheFilesNeeded is at most 32 each; a model with a cycle
 (CycleTest) and an empty model are INVALID_ARGUMENT from both
-getSupportedOperations_1_3 and prepareModel_1_3.
+getSupportedOperations_1_3 and prepareModel_1_3. ``release``: a released
+prepared model, driver buffer and fenced callback are unknown afterwards
+(INVALID_ARGUMENT); ``release-cycles``: 10,000 prepare/release cycles leave
+the target able to prepare and execute (release frees).
 """
 
 from __future__ import annotations
@@ -13,15 +16,22 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from nnhal.cts.core import TestCase, check, fail
+import numpy as np
+from nnhal.cts.core import Problems, TestCase, check, fail
+from nnhal.cts.paths import execute
 
+from nnhal._client_io import IoPlan
 from nnhal.builder import ModelBuilder
+from nnhal.client import Buffer, FencedExecutionCallback, PreparedModel
 from nnhal.errors import HalError
 from nnhal.types import (
     MAX_NUMBER_OF_CACHE_FILES,
+    BufferDesc,
+    BufferRole,
     DeviceStatus,
     DeviceType,
     ErrorStatus,
+    InlineMemory,
     Model,
     OperandType,
     OperationType,
@@ -136,6 +146,88 @@ def _empty(target) -> None:
     target.assert_serving()
 
 
+def _release(target) -> str:
+    """A released prepared model, buffer and fenced callback are unknown afterwards."""
+    probe = target.require_probe()
+    problems = Problems()
+    prepared = target.device.prepareModel_1_3(probe.model)
+    stale = PreparedModel(target.device, prepared.id, probe.model)
+    prepared.release()
+    plan = IoPlan(probe.model, [probe.x(), probe.y()], None, "inline")
+    try:
+
+        def run_released() -> None:
+            result = execute(target, stale, plan.request, "sync")
+            check(result.status == ErrorStatus.INVALID_ARGUMENT,
+                  f"executing a released prepared model: {result.describe()}, expected "
+                  "INVALID_ARGUMENT")  # fmt: skip
+
+        problems.run("prepared model", run_released)
+        if target.capability("memory_domains").usable:
+            p2 = target.device.prepareModel_1_3(probe.model)
+            try:
+                buffer = target.device.allocate(BufferDesc(), [p2], [BufferRole(0, 0, 1.0)], [])
+                old = Buffer(target.device, buffer.id, buffer.token)
+                buffer.release()
+
+                def copy_released() -> None:
+                    try:
+                        old.copyFrom(InlineMemory(probe.x().tobytes()))
+                    except HalError as e:
+                        check(e.status == ErrorStatus.INVALID_ARGUMENT,
+                              f"copyFrom into a released buffer: {e}, expected INVALID_ARGUMENT")  # fmt: skip
+                        return
+                    fail("copyFrom into a released buffer returned NONE")
+
+                problems.run("buffer", copy_released)
+            finally:
+                p2.release()
+        if target.capability("fenced").usable:
+            p3 = target.device.prepareModel_1_3(probe.model)
+            try:
+                _, fenced = p3.execute_fenced([probe.x(), probe.y()])
+                callback = FencedExecutionCallback(target.device, fenced.callback.id)
+                fenced.callback.release()
+
+                def info_released() -> None:
+                    try:
+                        status, _, _ = callback.getExecutionInfo()
+                    except HalError as e:
+                        check(e.status == ErrorStatus.INVALID_ARGUMENT,
+                              f"getExecutionInfo of a released callback: {e}")  # fmt: skip
+                        return
+                    fail(f"getExecutionInfo of a released callback answered {status.name}, "
+                         "expected INVALID_ARGUMENT (unknown callback)")  # fmt: skip
+
+                problems.run("fenced callback", info_released)
+            finally:
+                p3.release()
+    finally:
+        plan.close()
+    problems.raise_if_any("released objects")
+    return f"{problems.checked} released objects unknown afterwards"
+
+
+#: prepare/release cycles of ``basic/release-cycles``: far beyond any sane per-client quota
+RELEASE_CYCLES = 10_000
+
+
+def _release_cycles(target) -> str:
+    """Release must free: after many prepare/release cycles the target still prepares."""
+    probe = target.require_probe()
+    for k in range(RELEASE_CYCLES):
+        try:
+            prepared = target.device.prepareModel_1_3(probe.model)
+        except HalError as e:
+            fail(f"prepare/release cycle {k + 1} of {RELEASE_CYCLES}: prepareModel_1_3: {e} "
+                 "(released prepared models are not freed?)")  # fmt: skip
+        prepared.release()
+    with target.device.prepareModel_1_3(probe.model) as prepared:
+        out = prepared.execute([probe.x(), probe.y()]).outputs[0]
+    check(np.array_equal(out, probe.expected()), f"after the cycles: output {out.tolist()}")
+    return f"{RELEASE_CYCLES} prepare/release cycles, then a correct execution"
+
+
 def collect(library, options) -> list[TestCase]:
     cases = [
         ("getStatus", _status),
@@ -146,5 +238,10 @@ def collect(library, options) -> list[TestCase]:
         ("getNumberOfCacheFilesNeeded", _cache_files),
         ("cycle", _cycle),
         ("empty-model", _empty),
+        ("release", _release),
     ]
-    return [TestCase(f"{FAMILY}/{name}", FAMILY, fn) for name, fn in cases]
+    out = [TestCase(f"{FAMILY}/{name}", FAMILY, fn) for name, fn in cases]
+    out.append(
+        TestCase(f"{FAMILY}/release-cycles", FAMILY, _release_cycles, timeout=600.0, slow=True)
+    )
+    return out

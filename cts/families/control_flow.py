@@ -24,18 +24,18 @@ on while_infinite_loop (cond i >= n, body i + 1, i = 1, n = 0):
 
 The recursive support rule (hal13.md §3.4): ``support-rule/<structure>``
 puts an operation the target reports unsupported on its own (found by
-probing single-operation models: ABS, FLOOR, RELU, ... and the foundation
-operations) deep inside IF/WHILE structures (then, else, condition, body,
+probing single-operation models: ABS, FLOOR, RELU, ..., the foundation
+operations, and last an operation of a made-up vendor extension the model
+declares, which no target supports, so every target gets these tests) deep inside IF/WHILE structures (then, else, condition, body,
 WHILE in IF, IF in WHILE, WHILE in WHILE, IF in WHILE in IF) and checks that
-getSupportedOperations_1_3 reports that IF/WHILE unsupported. When the
-target supports every probe operation the tests are skipped: run the target
-with a profile that excludes one (``exclude_operations``).
+getSupportedOperations_1_3 reports that IF/WHILE unsupported.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 from nnhal.cts.core import TestCase, check, fail, skip
@@ -44,7 +44,14 @@ from nnhal.cts.paths import MISSED_DEADLINE, execute
 from nnhal._client_io import IoPlan
 from nnhal.builder import ModelBuilder, SubgraphBuilder
 from nnhal.errors import HalError
-from nnhal.types import LOOP_TIMEOUT_MAXIMUM_NS, ErrorStatus, Model, OperandType, OperationType
+from nnhal.types import (
+    LOOP_TIMEOUT_MAXIMUM_NS,
+    ErrorStatus,
+    ExtensionNameAndPrefix,
+    Model,
+    OperandType,
+    OperationType,
+)
 
 FAMILY = "control-flow"
 _T, _O = OperandType, OperationType
@@ -202,11 +209,25 @@ def _emit(op: str, g: SubgraphBuilder, x: int, y: int) -> None:
         g.operation(_O.CONCATENATION, [x, g.constant(_I32S, 0)], [y])
     elif op == "SLICE":
         g.operation(_O.SLICE, [x, g.constant(_I32, [0], [1]), g.constant(_I32, [2], [1])], [y])
+    elif op == EXTENSION:
+        g.operation((1 << 16) | 0, [x], [y])
     else:
         raise ValueError(op)
 
 
-PROBE_OPERATIONS = ("SUB", "MUL", "DIV", "RESHAPE", "CONCATENATION", "SLICE", "ADD", *_UNARY)
+#: an operation of a made-up vendor extension no target supports (declared in the model)
+EXTENSION = "EXTENSION"
+_EXTENSION_NAME = "com.example.nnhal_cts_support_rule"
+
+PROBE_OPERATIONS = (
+    "SUB", "MUL", "DIV", "RESHAPE", "CONCATENATION", "SLICE", "ADD", *_UNARY, EXTENSION
+)  # fmt: skip
+
+
+def _declare(model: Model, op: str) -> Model:
+    if op != EXTENSION:
+        return model
+    return replace(model, extensionNameToPrefix=(ExtensionNameAndPrefix(_EXTENSION_NAME, 1),))
 
 
 def _leaf(op: str) -> Callable[[SubgraphBuilder, int, int], None]:
@@ -218,7 +239,7 @@ def _single(op: str) -> Model:
     g = mb.main
     x, y = g.input(_F32, [2]), g.output(_F32, [2])
     _emit(op, g, x, y)
-    return mb.build()
+    return _declare(mb.build(), op)
 
 
 def _unsupported_operation(target) -> str | None:
@@ -302,7 +323,7 @@ def support_model(structure: str, op: str) -> Model:
     x, y, z = g.input(_F32, [2]), g.temporary(_F32, [2]), g.output(_F32, [2])
     _structures(op)[structure](mb, g, x, y)
     g.operation(_O.ADD, [y, y, g.constant(_I32S, 0)], [z])
-    return mb.build()
+    return _declare(mb.build(), op)
 
 
 def _support_rule(structure: str):
@@ -310,8 +331,8 @@ def _support_rule(structure: str):
         op = _unsupported_operation(target)
         if op is None:
             skip(
-                "the target supports every probe operation; run it with a profile that "
-                'excludes one (exclude_operations = ["SUB"]) to exercise the rule'
+                "the target supports every probe operation, even one of a made-up extension "
+                "(or rejects that model as invalid): no unsupported operation to nest"
             )
         model = support_model(structure, op)
         try:

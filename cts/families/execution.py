@@ -4,6 +4,9 @@ For every generated test model that is not an expected failure:
 
 - ``async``: execute_1_3 with MeasureTiming NO and the request giving the
   output dimensions: NONE, timing both UINT64_MAX, golden values;
+- ``timing``: executeSynchronously_1_3 with MeasureTiming NO (timing both
+  UINT64_MAX) and execute_1_3 with YES (timeOnDevice <= timeInDriver when
+  both are given), golden values;
 - ``shared-memory``: the request pools in one shared-memory segment (local
   targets only; a shared segment is a name on this host): golden values;
 - ``insufficient`` (models whose output dimensions are unknown): output 0
@@ -37,6 +40,17 @@ FAMILY = "execution"
 def _async(model):
     def run(target) -> None:
         run_test_model(target, model.test, path="async", measure=False, outputs="specified")
+
+    return run
+
+
+def _timing(model):
+    """The timing combinations the other families leave out: sync without measuring and
+    async with measuring (burst and fenced run both in their families)."""
+
+    def run(target) -> None:
+        run_test_model(target, model.test, path="sync", measure=False)
+        run_test_model(target, model.test, path="async", measure=True)
 
     return run
 
@@ -108,6 +122,7 @@ def collect(library, options) -> list[TestCase]:
         cov = coverage_of([m.test.model])
         base = f"{FAMILY}/{m.name}"
         cases.append(TestCase(f"{base}/async", FAMILY, _async(m), coverage=cov))
+        cases.append(TestCase(f"{base}/timing", FAMILY, _timing(m), coverage=cov))
         cases.append(TestCase(f"{base}/shared-memory", FAMILY, _shared(m), coverage=cov))
         if has_unknown_outputs(m.test):
             cases.append(TestCase(f"{base}/insufficient", FAMILY, _insufficient(m), coverage=cov))

@@ -16,6 +16,8 @@ is not an expected failure:
 INVALID_ARGUMENT with no fence and no callback. ``fenced/waits-for-client-fence``:
 an execution waiting on a client-made fence (nnhal ISyncFence extension) has
 not run before the fence signals, and runs correctly after.
+``fenced/waits-for-every-fence``: with three waitFor fences, two signalled
+are not enough.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from __future__ import annotations
 import numpy as np
 from nnhal.cts.core import TestCase, check, coverage_of, skip
 from nnhal.cts.paths import check_success, check_timing, execute, has_unknown_outputs, layout
-from nnhal.cts.target import add_model
 
 from nnhal._client_io import IoPlan
 from nnhal.errors import HalError
@@ -84,10 +85,10 @@ def _case(model):
 
 def _null_fence(target) -> None:
     target.require("fenced")
-    model = add_model()
+    probe = target.require_probe()
+    model = probe.model
     prepared = target.device.prepareModel_1_3(model)
-    x = np.ones(2, np.float32)
-    plan = IoPlan(model, [x, x], None, "inline")
+    plan = IoPlan(model, [probe.x(), probe.y()], None, "inline")
     try:
         result = execute(target, prepared, plan.request, "fenced", wait_for=[0])
         check(
@@ -116,11 +117,11 @@ def _waits_for_client_fence(target) -> str:
         fence = create_fence(target.device)
     except Exception as exc:  # noqa: BLE001  (no ISyncFence: a foreign target)
         skip(f"the target cannot create client fences (nnhal ISyncFence): {exc}")
-    model = add_model()
-    target.require_supported(model)
+    probe = target.require_probe()
+    model = probe.model
     prepared = target.device.prepareModel_1_3(model)
-    x = np.arange(2, dtype=np.float32)
-    plan = IoPlan(model, [x, x], None, "inline")
+    x = probe.x()
+    plan = IoPlan(model, [x, probe.y()], None, "inline")
     try:
         result = prepared.executeFenced(plan.request, waitFor=[fence])
         status, _, _ = result.callback.getExecutionInfo()
@@ -136,8 +137,48 @@ def _waits_for_client_fence(target) -> str:
         check(status == ErrorStatus.NONE, f"getExecutionInfo after the fence: {status.name}")
         shapes = [OutputShape(tuple(x.shape), True)]
         (y,) = plan.read_outputs(shapes, result.callback.pools)
-        check(np.array_equal(y, x + x), f"output {y.tolist()}, expected {(x + x).tolist()}")
+        want = probe.expected()
+        check(np.array_equal(y, want), f"output {y.tolist()}, expected {want.tolist()}")
         return "waited for the client fence"
+    finally:
+        plan.close()
+        prepared.release()
+
+
+def _waits_for_every_fence(target) -> str:
+    """executeFenced with three waitFor fences: still waiting after two of them signal."""
+    from nnhal.control import create_fence, signal_fence, wait_fence
+
+    target.require("fenced")
+    try:
+        fences = [create_fence(target.device) for _ in range(3)]
+    except Exception as exc:  # noqa: BLE001  (no ISyncFence: a foreign target)
+        skip(f"the target cannot create client fences (nnhal ISyncFence): {exc}")
+    probe = target.require_probe()
+    prepared = target.device.prepareModel_1_3(probe.model)
+    plan = IoPlan(probe.model, [probe.x(), probe.y()], None, "inline")
+    try:
+        result = prepared.executeFenced(plan.request, waitFor=fences)
+        # signal all but the last one (the middle one first: order must not matter)
+        for k in (1, 0):
+            signal_fence(target.device, fences[k])
+        state = wait_fence(target.device, result.syncFence, 0.5)
+        status, _, _ = result.callback.getExecutionInfo()
+        check(
+            state == "ACTIVE" and status != ErrorStatus.NONE,
+            f"the execution finished (sync fence {state}, getExecutionInfo {status.name}) with "
+            "one of its three waitFor fences not yet signalled",
+        )
+        signal_fence(target.device, fences[2])
+        state = wait_fence(target.device, result.syncFence, 10.0)
+        check(state == "SIGNALED", f"after every waitFor fence signalled: sync fence {state}")
+        status, _, _ = result.callback.getExecutionInfo()
+        check(status == ErrorStatus.NONE, f"getExecutionInfo after the fences: {status.name}")
+        shapes = [OutputShape((2,), True)]
+        (y,) = plan.read_outputs(shapes, result.callback.pools)
+        want = probe.expected()
+        check(np.array_equal(y, want), f"output {y.tolist()}, expected {want.tolist()}")
+        return "waited for all three fences"
     finally:
         plan.close()
         prepared.release()
@@ -145,10 +186,11 @@ def _waits_for_client_fence(target) -> str:
 
 def collect(library, options) -> list[TestCase]:
     cases = [
-        TestCase(f"{FAMILY}/{m.name}", FAMILY, _case(m), coverage=coverage_of([m.test.model]))
-        for m in library.models
+        TestCase(f"{FAMILY}/{m.test_id}", FAMILY, _case(m), coverage=coverage_of([m.test.model]))
+        for m in library.path_models()
         if not m.test.expectFailure
     ]
     cases.append(TestCase(f"{FAMILY}/null-fence", FAMILY, _null_fence))
     cases.append(TestCase(f"{FAMILY}/waits-for-client-fence", FAMILY, _waits_for_client_fence))
+    cases.append(TestCase(f"{FAMILY}/waits-for-every-fence", FAMILY, _waits_for_every_fence))
     return cases

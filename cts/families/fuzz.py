@@ -1,44 +1,63 @@
-"""Family "fuzz": seeded random models against the reference executor.
+"""Family "fuzz": seeded random models, expected outputs from a second endpoint.
 
 ``--fuzz-count N`` models (default 40: a quarter each of single-operation,
 small, large and nested IF/WHILE models, ``nnhal.cts.fuzz_gen``) from ``--seed``.
-Each runs on the reference (the driver's own executor, in this process,
-imported lazily) for the expected outputs, then on the target (skipped when
-the target reports an operation unsupported), compared with the tolerance
-table. A failing model is saved as a model file (vector JSON with its inputs
-and the reference outputs) in ``--fuzz-dir``; ``nnhal run FILE --target
-ADDR`` replays it and ``nnhal vectors FILE --target ADDR`` re-checks it.
+Each runs first on the *oracle* (``Options.oracle``: a connected client
+Device the caller chose; ``nnhal cts`` uses an in-process reference driver
+unless ``--oracle ADDR`` names another endpoint) for the expected outputs,
+then on the target (skipped when the target reports an operation
+unsupported), compared with the tolerance table. The suite itself never
+imports a driver. An oracle that is the same implementation as the target
+cannot catch its kernel bugs: ``same_implementation`` tells, and the CLI
+warns. A failing model is saved as a model file (vector JSON with its inputs
+and the oracle's outputs) in ``--fuzz-dir``; ``nnhal run FILE --target ADDR``
+replays it and ``nnhal vectors FILE --target ADDR`` re-checks it.
 """
 
 from __future__ import annotations
 
 import re
-import threading
 from pathlib import Path
+from typing import Any
 
-from nnhal.cts.core import Failure, TestCase, coverage_of, fail
+from nnhal.cts.core import Failure, TestCase, coverage_of, fail, skip
 from nnhal.cts.fuzz_gen import CATEGORIES, random_model
 from nnhal.cts.paths import run_test_model
 
+from nnhal.errors import HalError
 from nnhal.vectors import TestModel, save_vectors
 
 FAMILY = "fuzz"
 
+NO_ORACLE = (
+    "no oracle endpoint: the fuzz family needs a second device for its expected outputs "
+    "(Options.oracle; `nnhal cts` uses the in-process reference or --oracle ADDR)"
+)
 
-_REFERENCE_LOCK = threading.Lock()
+
+def _identity(device: Any) -> tuple[str, str]:
+    try:
+        return device.getVersionString(), device.getType().name
+    except HalError as e:
+        return f"<no answer: {e.status.name}>", ""
 
 
-def reference_outputs(model, inputs):
-    """The driver's executor in this process (default profile): the expected outputs.
+def same_implementation(target_device: Any, oracle: Any) -> bool:
+    """True when both endpoints report the same version string and device type."""
+    return _identity(target_device) == _identity(oracle)
 
-    One at a time: the reference is a library here, not a server, and its
-    first use loads the operation registry.
-    """
-    from nnhal.driver.device import Device  # lazily: only the fuzz family needs the reference
 
-    with _REFERENCE_LOCK:
-        prepared = Device().prepareModel_1_3(model)
-        return prepared.compiled.run(inputs)
+def oracle_outputs(oracle: Any, model, inputs) -> list:
+    """The oracle's outputs for ``inputs`` (skip when the oracle cannot run the model)."""
+    flags = oracle.getSupportedOperations_1_3(model)
+    if not all(flags):
+        skip(f"the oracle reports {flags.count(False)} operation(s) unsupported")
+    prepared = oracle.prepareModel_1_3(model)
+    try:
+        result = prepared.execute(list(inputs))
+    finally:
+        prepared.release()
+    return [o.copy() for o in result.outputs]
 
 
 def _save(folder: Path, name: str, test: TestModel) -> Path:
@@ -51,10 +70,14 @@ def _save(folder: Path, name: str, test: TestModel) -> Path:
 def _case(seed: int, category: str, name: str, folder: Path):
     def run(target) -> str:
         fm = random_model(seed, category)
+        oracle = target.options.oracle
+        if oracle is None:
+            skip(NO_ORACLE)
         try:
-            expected = [o.copy() for o in reference_outputs(fm.model, fm.inputs)]
-        except Exception as e:
-            raise RuntimeError(f"fuzz generator or reference: {e} ({fm.description})") from e
+            expected = oracle_outputs(oracle, fm.model, fm.inputs)
+        except HalError as e:
+            # the oracle is not under test: its failure is an error of the run
+            raise RuntimeError(f"the oracle failed: {e} ({fm.description})") from e
         main = fm.model.main
         test = TestModel(
             name=name,

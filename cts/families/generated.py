@@ -35,8 +35,8 @@ def _load_error(source: str, message: str):
 
 def collect(library, options) -> list[TestCase]:
     cases = [
-        TestCase(f"{FAMILY}/{m.name}", FAMILY, _case(m), coverage=coverage_of([m.test.model]))
-        for m in library.models
+        TestCase(f"{FAMILY}/{m.test_id}", FAMILY, _case(m), coverage=coverage_of([m.test.model]))
+        for m in library.all_models()
     ]
     cases += [
         TestCase(f"{FAMILY}/load-error/{source}", FAMILY, _load_error(source, message))

@@ -288,11 +288,16 @@ def _applies(mutations: Callable[[Model], Iterator], model: Model) -> bool:
     return next(iter(mutations(model)), None) is not None
 
 
+def _full(m) -> bool:
+    """Every mutation family applies: a spec's base model, or a corpus pick."""
+    return m.variation == "base" or m.origin == "nnapi"
+
+
 def collect(library, options) -> list[TestCase]:
     cases: list[TestCase] = []
     seen: set[str] = set()
-    for m in library.data_type_models():
-        key = f"{m.spec}/{m.variation}"
+    for m in library.validation_models():
+        key = f"{m.spec}/{m.variation}" if m.origin == "library" else m.test_id
         if key in seen:  # examples share the model
             continue
         seen.add(key)
@@ -300,7 +305,7 @@ def collect(library, options) -> list[TestCase]:
         cov = coverage_of([model])
         base = f"{FAMILY}/{key}"
         for family, generator in MUTATION_FAMILIES.items():
-            if m.variation != "base" and (
+            if not _full(m) and (
                 family not in TYPE_FAMILIES or (model.referenced and family == _PER_OPERATION)
             ):
                 continue
@@ -314,7 +319,7 @@ def collect(library, options) -> list[TestCase]:
             cases.append(
                 TestCase(f"{base}/{name}", FAMILY, _argument_test(model, kind), coverage=cov)
             )
-        if not model.referenced or m.variation != "base":
+        if not model.referenced or not _full(m):
             continue
         for k in range(len(model.referenced)):
             for family, generator in MUTATION_FAMILIES.items():

@@ -172,7 +172,7 @@ def mutations(test: TestModel, request: Request) -> dict[str, list[Mutation]]:
 def _paths(target) -> list[str]:
     paths = ["sync", "async"]
     for name in ("burst", "fenced"):
-        if target.capability(name).present:
+        if target.capability(name).usable:
             paths.append(name)
     return paths
 
@@ -239,13 +239,15 @@ def _kinds(test: TestModel) -> Iterator[str]:
 def collect(library, options) -> list[TestCase]:
     cases: list[TestCase] = []
     seen: set[str] = set()
-    for m in library.base_models():
-        if m.spec in seen or m.test.expectFailure:
+    picks = [m for m in library.validation_models() if m.origin == "nnapi"]
+    for m in library.base_models() + picks:
+        key = m.spec if m.origin == "library" else m.test_id
+        if key in seen or m.test.expectFailure:
             continue
-        seen.add(m.spec)
+        seen.add(key)
         cov = coverage_of([m.test.model])
         for kind in _kinds(m.test):
             cases.append(
-                TestCase(f"{FAMILY}/{m.spec}/{kind}", FAMILY, _case(m.test, kind), coverage=cov)
+                TestCase(f"{FAMILY}/{key}/{kind}", FAMILY, _case(m.test, kind), coverage=cov)
             )
     return cases

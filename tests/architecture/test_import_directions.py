@@ -113,14 +113,7 @@ def test_every_layer_folder_is_read():
     assert len(MODULES) > 150
 
 
-_PENDING = pytest.mark.xfail(
-    strict=True, reason="the conformance fuzz family still imports the driver as its oracle"
-)
-
-
-@pytest.mark.parametrize(
-    "layer", [pytest.param(f, marks=_PENDING) if f == "cts" else f for f in sorted(FOLDERS)]
-)
+@pytest.mark.parametrize("layer", sorted(FOLDERS))
 def test_layer_imports_only_what_it_may(layer):
     wrong = []
     for module, imports in IMPORTS.items():
