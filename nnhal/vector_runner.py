@@ -36,6 +36,7 @@ from nnhal.vectors import TestModel
 
 __all__ = [
     "VectorResult",
+    "compare_outputs",
     "connect_device",
     "dump_name",
     "run_test_model",
@@ -142,6 +143,15 @@ def run_test_model(
     if len(outputs) != len(test.expected):
         return result(FAILED, f"got {len(outputs)} outputs, expected {len(test.expected)}")
 
+    problems, worst = compare_outputs(test, outputs)
+    if problems:
+        return result(FAILED, "; ".join(problems), worst)
+    return result(PASSED, None, worst)
+
+
+def compare_outputs(test: TestModel, outputs: Sequence[Any]) -> tuple[list[str], float | None]:
+    """Every output that is not ignored against the vector's expected value, by the
+    tolerance rules: (what differs, one message per output; the worst error seen)."""
     worst: float | None = None
     problems = []
     for k, (exp, act) in enumerate(zip(test.expected, outputs)):
@@ -157,9 +167,7 @@ def run_test_model(
         worst = err if worst is None else max(worst, err)
         if not ok:
             problems.append(msg)
-    if problems:
-        return result(FAILED, "; ".join(problems), worst)
-    return result(PASSED, None, worst)
+    return problems, worst
 
 
 def run_vectors(

@@ -18,8 +18,8 @@ from nnhal.runtime.api import Compilation, Execution
 from nnhal.runtime.devices import RuntimeDevice
 
 from nnhal.errors import HalError
-from nnhal.vector_runner import FAILED, PASSED, VectorResult
-from nnhal.vectors import TestModel, check_multinomial, compare
+from nnhal.vector_runner import FAILED, PASSED, VectorResult, compare_outputs
+from nnhal.vectors import TestModel
 
 
 @dataclass
@@ -70,20 +70,6 @@ def run_test_model(
     used = sorted({s["device"] for s in report["steps"]})
     if test.expectFailure:
         return result(FAILED, "expected a failure, but compile and execute succeeded")
-    worst: float | None = None
-    problems = []
-    for k, (exp, act) in enumerate(zip(test.expected, outputs)):
-        if exp is None or test.ignored[k]:
-            continue
-        if test.expectedMultinomialDistributionTolerance > 0 and test.inputs[0] is not None:
-            ok, err, msg = check_multinomial(
-                test.inputs[0], act, test.expectedMultinomialDistributionTolerance
-            )
-            msg = f"output {k}: {msg}"
-        else:
-            ok, err, msg = compare(exp, act, test.output_types[k], test, output_index=k)
-        worst = err if worst is None else max(worst, err)
-        if not ok:
-            problems.append(msg)
+    problems, worst = compare_outputs(test, outputs)
     kind, error = (FAILED, "; ".join(problems)) if problems else (PASSED, None)
     return result(kind, error, worst, outputs=outputs, report=report, devices_used=used)
