@@ -144,17 +144,16 @@ class ModelAnalysis:
             for k, operand in enumerate(subgraph.operands):
                 code = operand.type
                 if is_extension_type(code):
-                    why = (
-                        "this device supports no vendor extensions"
-                        if self.extensions is None
-                        else self.extensions.operand_type_error(code)
-                    )
-                    if why is None:
-                        continue
-                    raise InvalidArgument(
-                        f"subgraph {number}, operand {k}: {type_name(code)} uses "
-                        f"{self._extension_text(code)}; {why}"
-                    )
+                    # only an undeclared prefix is invalid: an extension type this device
+                    # does not know makes the operations using it unsupported, not the model
+                    prefix = extension_prefix(code)
+                    if not any(e.prefix == prefix for e in self.model.extensionNameToPrefix):
+                        raise InvalidArgument(
+                            f"subgraph {number}, operand {k}: {type_name(code)} uses "
+                            f"extension prefix {prefix}, which is not in "
+                            "Model.extensionNameToPrefix"
+                        )
+                    continue
                 info = OPERAND_TYPE_INFO.get(code)
                 if check_version and info is not None and info.version > self.version:
                     raise InvalidArgument(

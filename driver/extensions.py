@@ -106,11 +106,6 @@ class ExtensionSet:
                 out.append(Extension(name=name, operandTypes=package_operand_types(p)))
         return tuple(out)
 
-    def operand_types(self, name: str) -> frozenset[int]:
-        """The extension operand type codes of package ``name`` (listed or not)."""
-        package = self.packages.get(name)
-        return frozenset(t.type for t in package_operand_types(package)) if package else frozenset()
-
     def for_model(self, model: Model) -> ModelExtensions:
         return ModelExtensions(self, model)
 
@@ -153,21 +148,6 @@ class ModelExtensions:
 
     def name_of(self, code: int) -> str | None:
         return self.names.get(extension_prefix(code))
-
-    def operand_type_error(self, code: int) -> str | None:
-        """None when an extension operand type belongs to a package of this device."""
-        prefix = extension_prefix(code)
-        name = self.names.get(prefix)
-        if name is None:
-            return f"prefix {prefix} is not in Model.extensionNameToPrefix"
-        package = self.extensions.packages.get(name)
-        if package is None:
-            return self._unknown(name)
-        # every operand type the package defines: a package that is only partly supported
-        # on this backend still has its types, for the operations that do run
-        if code & 0xFFFF not in self.extensions.operand_types(name):
-            return f"extension {name!r} has no operand type {code & 0xFFFF}"
-        return None
 
     def _unknown(self, name: str) -> str:
         have = ", ".join(sorted(self.extensions.packages)) or "none"
@@ -272,8 +252,13 @@ def extension_query(analysis: Any, number: int, index: int, place: str) -> OpQue
     """Validate an extension operation for ``nnhal.driver.device.ModelAnalysis`` and give the
     backend's question (with constant values, for IsStaticTensor / OnlyDefaultSupported).
 
-    Raises INVALID_ARGUMENT when the code names no operation of this device's packages.
+    As in Android, only an undeclared prefix makes the model invalid (INVALID_ARGUMENT):
+    an extension this device lacks, or an operation number its package does not define,
+    gives a question built from the operand descriptions, which the support pipeline
+    answers "unsupported" with the reason.
     """
+    from nnhal.driver.support import light_query
+
     from nnhal.errors import InvalidArgument
     from nnhal.types import HalVersion, operation_name
 
@@ -281,15 +266,15 @@ def extension_query(analysis: Any, number: int, index: int, place: str) -> OpQue
     subgraph = model.main if number == 0 else model.referenced[number - 1]
     op = subgraph.operations[index]
     code = op.type
-    ext: ModelExtensions | None = analysis.extensions
-    if ext is None:
+    if not any(e.prefix == extension_prefix(code) for e in model.extensionNameToPrefix):
         raise InvalidArgument(
-            f"{operation_name(code)} ({place}): {analysis._extension_text(code)}; "
-            "this device supports no vendor extensions"
+            f"{operation_name(code)} ({place}): extension prefix {extension_prefix(code)} is "
+            "not in Model.extensionNameToPrefix"
         )
-    found = ext.operation(code)
-    if isinstance(found, str):
-        raise InvalidArgument(f"{operation_name(code)} ({place}): {found}")
+    ext: ModelExtensions | None = analysis.extensions
+    found = ext.operation(code) if ext is not None else None
+    if found is None or isinstance(found, str):
+        return light_query(model, number, index, ext)
     n_operands = len(subgraph.operands)
     for i in (*op.inputs, *op.outputs):
         if not 0 <= i < n_operands:

@@ -304,15 +304,20 @@ def test_version_limit_for_operations(device: Device):
         device.getSupportedOperations_1_3(add_int, version=HalVersion.V1_2)
 
 
-def test_extension_operations_are_invalid_argument(device: Device):
+def test_extension_operations_the_device_lacks_are_unsupported(device: Device):
+    """As in Android: a declared extension the device lacks is a valid model whose
+    extension operations are unsupported (and prepare refuses them)."""
     mb = ModelBuilder()
     prefix = mb.extension("com.example.fibonacci", 7)
     g = mb.main
     x = g.input(F32, [1])
     y = g.output(F32, [1])
     g.operation((prefix << 16) | 0, [x], [y])
-    with pytest.raises(InvalidArgument, match=r"extension prefix 7 \(com.example.fibonacci\)"):
-        device.getSupportedOperations_1_3(mb.build())
+    supported, reasons = device.explainSupportedOperations(mb.build())
+    assert supported == [False]
+    assert "extension prefix 7: this device supports no vendor extensions" in reasons[0]
+    with pytest.raises(InvalidArgument, match="does not support"):
+        device.prepareModel_1_3(mb.build())
 
 
 # ---------------------------------------------------------------------------

@@ -124,17 +124,30 @@ def test_support_reasons_and_invalid_codes(xml_pkgs) -> None:
     ok, reasons = device.explainSupportedOperations(soft_clip_model(extra_input=True))
     assert ok == [False]
     assert "expected 1 to 2 inputs (x, limit), got 3" in reasons[0]
-    with pytest.raises(InvalidArgument, match="has no operation 9 \\(it has 0 = SoftClip"):
-        device.getSupportedOperations_1_3(soft_clip_model(op=9))
+    # As in Android, a model naming extension operations the device lacks is valid: they
+    # are unsupported, with the reason (and prepare refuses them); only an undeclared
+    # prefix makes the model invalid.
     mb = ModelBuilder()
     mb.extension("com.other.thing", 7)
     g = mb.main
     x = g.input(T.TENSOR_FLOAT32, [1])
     g.operation(7 << 16, [x], [g.output(T.TENSOR_FLOAT32, [1])])
-    with pytest.raises(InvalidArgument, match="'com.other.thing' is not supported by this device"):
-        device.getSupportedOperations_1_3(mb.build())
-    with pytest.raises(InvalidArgument, match="supports no vendor extensions"):
-        Device().getSupportedOperations_1_3(soft_clip_model())
+    other = mb.build()
+    for dev, model, why in (
+        (device, soft_clip_model(op=9), "has no operation 9 (it has 0 = SoftClip"),
+        (device, other, "'com.other.thing' is not supported by this device"),
+        (Device(), soft_clip_model(), "this device supports no vendor extensions"),
+    ):
+        supported, reasons = dev.explainSupportedOperations(model)
+        assert supported == [False] and why in reasons[0], reasons
+        with pytest.raises(InvalidArgument, match="does not support"):
+            dev.prepareModel_1_3(model)
+    undeclared = ModelBuilder()
+    g = undeclared.main
+    x = g.input(T.TENSOR_FLOAT32, [1])
+    g.operation(9 << 16, [x], [g.output(T.TENSOR_FLOAT32, [1])])
+    with pytest.raises(InvalidArgument, match="0x0009 is not declared in Model.extensionNameToPrefix"):
+        device.getSupportedOperations_1_3(undeclared.build())
 
 
 def test_custom_op_unsupported_inside_while_reports_path(xml_pkgs) -> None:
