@@ -38,6 +38,9 @@ BIN = Path(sys.executable).parent
 VECTORS = Path(os.environ.get("NNHAL_VECTORS", REPO_ROOT.parent / "shared" / "nnapi-vectors"))
 DEFAULT_ADDRESS = "127.0.0.1:50513"
 ADDRESS = re.compile(r"127\.0\.0\.1:\d+")
+#: a gRPC C-core log line ("I1125 02:06:42.347982 6839 chttp2_transport.cc:1403] ..."): not
+#: the command's output (it leaks now and then at channel shutdown; a known rough edge)
+CORE_LOG = re.compile(r"^[IWE]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ \S+:\d+\] .*$\n?", re.MULTILINE)
 
 
 @dataclass
@@ -83,6 +86,7 @@ def _matches(shown: list[str], actual: str) -> bool:
         return "\n".join(ADDRESS.sub("127.0.0.1:PORT", t.rstrip()) for t in text.split("\n"))
 
     pattern = re.escape(norm("\n".join(shown)).strip()).replace(r"\.\.\.", ".*?")
+    actual = CORE_LOG.sub("", actual)
     return re.fullmatch(pattern, norm(actual).strip(), re.DOTALL) is not None
 
 
@@ -163,6 +167,8 @@ def test_the_parser_reads_commands_and_output(tmp_path):
     assert hidden_commands(doc) == ["x.md:8: $ nope"]
     assert _matches(["a ...", "..."], "a b c\nmore\nlines")
     assert not _matches(["a", "b"], "a\nc")
+    core = "I1125 02:06:42.347982    6839 chttp2_transport.cc:1403] Got goaway\n"
+    assert _matches(["{", "}"], core + "{\n}\n")
 
 
 @pytest.mark.parametrize("doc", [d for d in DOCS if examples(d)], ids=lambda d: d.name)
