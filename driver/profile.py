@@ -149,18 +149,6 @@ class Profile:
         )
 
 
-def uniform_capabilities(exec_time: float = 1.0, power_usage: float = 1.0) -> Capabilities:
-    """Capabilities with the same performance for everything."""
-    perf = PerformanceInfo(exec_time, power_usage)
-    return Capabilities(
-        relaxedFloat32toFloat16PerformanceScalar=perf,
-        relaxedFloat32toFloat16PerformanceTensor=perf,
-        operandPerformance=tuple(OperandPerformance(t, perf) for t in CAPABILITY_OPERAND_TYPES),
-        ifPerformance=perf,
-        whilePerformance=perf,
-    )
-
-
 def builtin_profiles() -> list[str]:
     """Names of the profiles shipped in driver/profiles/."""
     return sorted(p.stem for p in PROFILES_DIR.glob("*.toml"))

@@ -188,13 +188,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--token-file", metavar="FILE", help="file holding the bearer token")
 
 
-def security_parent() -> argparse.ArgumentParser:
-    """An argparse parent parser with the options of ``add_arguments``."""
-    parent = argparse.ArgumentParser(add_help=False)
-    add_arguments(parent)
-    return parent
-
-
 def open_channel(
     address: str,
     options: Sequence[tuple[str, Any]] = (),

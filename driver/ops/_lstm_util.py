@@ -26,7 +26,6 @@ from nnhal.driver.ops.registry import (
     scalar_input_indexes,
 )
 
-from nnhal.errors import InvalidArgument
 from nnhal.types import OperandType
 
 f32 = np.float32
@@ -290,10 +289,6 @@ def _layer_norm(r: _Rules, layout: CellLayout, cifg: bool | None) -> bool | None
         raise r.fail(f"{r.name(li)} is given, but there is no input gate (CIFG)")
     needed = (lf, lc, lo) if cifg or cifg is None else (li, lf, lc, lo)
     return _all_or_none(r, needed, "the layer normalization weights")
-
-
-def compile_fail(ctx: OpContext) -> Callable[[str], InvalidArgument]:
-    return ctx.fail
 
 
 def scalar_value(ctx: OpContext, index: int, default=None):
