@@ -70,7 +70,6 @@ from nnhal.types import (
     OperationType,
     Priority,
     element_count,
-    extension_prefix,
     is_extension_type,
     operation_name,
     type_name,
@@ -130,13 +129,6 @@ class ModelAnalysis:
                 raise InvalidArgument(f"cannot map the model's pools: {exc.message}") from exc
         return self._views
 
-    def _extension_text(self, code: int) -> str:
-        prefix = extension_prefix(code)
-        for entry in self.model.extensionNameToPrefix:
-            if entry.prefix == prefix:
-                return f"extension prefix {prefix} ({entry.name})"
-        return f"extension prefix {prefix}"
-
     def _check_operand_types(self) -> None:
         subgraphs = (self.model.main, *self.model.referenced)
         check_version = self.version < HalVersion.V1_3
@@ -144,15 +136,8 @@ class ModelAnalysis:
             for k, operand in enumerate(subgraph.operands):
                 code = operand.type
                 if is_extension_type(code):
-                    # only an undeclared prefix is invalid: an extension type this device
-                    # does not know makes the operations using it unsupported, not the model
-                    prefix = extension_prefix(code)
-                    if not any(e.prefix == prefix for e in self.model.extensionNameToPrefix):
-                        raise InvalidArgument(
-                            f"subgraph {number}, operand {k}: {type_name(code)} uses "
-                            f"extension prefix {prefix}, which is not in "
-                            "Model.extensionNameToPrefix"
-                        )
+                    # validate_model refuses an undeclared prefix; an extension type this
+                    # device does not know makes the operations using it unsupported
                     continue
                 info = OPERAND_TYPE_INFO.get(code)
                 if check_version and info is not None and info.version > self.version:

@@ -252,25 +252,20 @@ def extension_query(analysis: Any, number: int, index: int, place: str) -> OpQue
     """Validate an extension operation for ``nnhal.driver.device.ModelAnalysis`` and give the
     backend's question (with constant values, for IsStaticTensor / OnlyDefaultSupported).
 
-    As in Android, only an undeclared prefix makes the model invalid (INVALID_ARGUMENT):
-    an extension this device lacks, or an operation number its package does not define,
-    gives a question built from the operand descriptions, which the support pipeline
-    answers "unsupported" with the reason.
+    As in Android, only an undeclared prefix makes the model invalid (``validate_model``
+    refuses it before asking): an extension this device lacks, or an operation number its
+    package does not define, gives a question built from the operand descriptions, which
+    the support pipeline answers "unsupported" with the reason.
     """
     from nnhal.driver.support import light_query
 
     from nnhal.errors import InvalidArgument
-    from nnhal.types import HalVersion, operation_name
+    from nnhal.types import HalVersion
 
     model = analysis.model
     subgraph = model.main if number == 0 else model.referenced[number - 1]
     op = subgraph.operations[index]
     code = op.type
-    if not any(e.prefix == extension_prefix(code) for e in model.extensionNameToPrefix):
-        raise InvalidArgument(
-            f"{operation_name(code)} ({place}): extension prefix {extension_prefix(code)} is "
-            "not in Model.extensionNameToPrefix"
-        )
     ext: ModelExtensions | None = analysis.extensions
     found = ext.operation(code) if ext is not None else None
     if found is None or isinstance(found, str):

@@ -346,9 +346,9 @@ def _run_traced(args: argparse.Namespace, test: Any, inputs: list, loop_ns: int 
     from nnhal.errors import HalError
 
     if args.target:
-        raise CliError("--trace runs the model in this process; it cannot take --target", 2)
+        raise CliError("--trace runs the model in this process; it cannot take --target", EXIT_USAGE)
     if args.deadline_ms is not None:
-        raise CliError("--trace takes no --deadline-ms (a traced run is not timed)", 2)
+        raise CliError("--trace takes no --deadline-ms (a traced run is not timed)", EXIT_USAGE)
     device = Device(_load_profile(args.profile))
     try:
         prepared = device.prepareModel_1_3(test.model)
