@@ -16,8 +16,9 @@ with no code of its own:
 - ``nnhal_trace``: assertions on the call trace: ``nnhal_trace.calls(method)``,
   ``nnhal_trace.assert_called(method, status="NONE", times=None)``.
 
-``faults`` is a profile ``[faults]`` table as TOML text, a file path, or its
-parsed form (see docs/app-testing.md); it is applied to every device.
+``faults`` is a profile ``[faults]`` table as TOML text, a ``pathlib.Path`` to
+such a file, or its parsed form (see docs/app-testing.md); it is applied to
+every device.
 
 Nothing here is imported by nnhal itself, and the driver is imported only when
 a fixture starts an in-process server, so the plugin costs an app's test
@@ -32,6 +33,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,12 +141,15 @@ class NnhalServer:
             env={**os.environ, "GRPC_VERBOSITY": "ERROR"},
         )  # fmt: skip
         printed = []
-        assert self._process.stdout is not None
-        for line in self._process.stdout:  # blocks until the server prints its address
+        stdout = self._process.stdout
+        assert stdout is not None
+        for line in stdout:  # blocks until the server prints its address
             printed.append(line)
             found = _ADDRESS.search(line)
             if found and "serving" in line:
                 self.address = found.group(1)
+                # keep reading: a server whose log fills an unread pipe blocks
+                threading.Thread(target=stdout.read, daemon=True).start()
                 return
         self._process.wait(timeout=START_TIMEOUT_S)
         raise RuntimeError("nnhal serve did not start:\n" + "".join(printed))
@@ -188,7 +193,8 @@ class NnhalServer:
 
 
 def _faults_text(faults: Any) -> Any:
-    if isinstance(faults, (str, os.PathLike)) and Path(faults).is_file():
+    """A path (``os.PathLike``) is a faults file; text and parsed tables pass as they are."""
+    if isinstance(faults, os.PathLike):
         return Path(faults).read_text(encoding="utf-8")
     return faults
 

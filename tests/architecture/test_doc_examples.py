@@ -25,6 +25,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -117,6 +118,8 @@ class Session:
             if not line or ("serving" in line and ADDRESS.search(line)):
                 break
         assert ADDRESS.search(printed), f"{shlex.join(argv)} printed {printed!r}"
+        # keep reading: a server whose log fills an unread pipe blocks the next commands
+        threading.Thread(target=proc.stdout.read, daemon=True).start()
         return printed
 
     def substitute(self, command: str) -> str:
