@@ -448,15 +448,12 @@ def _quant_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
         xn = to_nhwc(x, nchw)
         geo = geometry(xn.shape, w.shape, b.shape)
         acc_dtype, wm, b64, fast = fixed if fixed is not None else plan(w, b)
-        xc = xn.astype(acc_dtype)
-        xc -= acc_dtype(zp_in)  # centered: zero padding is the input zero point
+        # centered (one pass: the cast happens inside the subtraction); zero padding
+        # is then the input zero point
+        xc = np.subtract(xn, acc_dtype(zp_in), dtype=acc_dtype)
         acc = accumulators[acc_dtype](xc, wm, w.shape, geo)
         if fast:
-            if acc.dtype == np.float64:
-                acc += b64
-            else:
-                acc = np.add(acc, b64)  # float32 + float64 -> float64, one pass
-            return from_nhwc(frequant(acc), nchw)
+            return from_nhwc(frequant(acc, b64), nchw)
         acc = acc.astype(np.int64)
         acc += b.astype(np.int64)
         return from_nhwc(requant(acc), nchw)

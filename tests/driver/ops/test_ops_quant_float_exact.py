@@ -50,6 +50,18 @@ def test_float_requantizer_is_bit_exact_within_its_limit(case, dtype):
         acc.astype(np.float64)
     )
     np.testing.assert_array_equal(ours_wide, wide)
+    # the bias folded into the scaling, on float32 accumulators (as the convolutions
+    # pass them), over more rows than one cache-sized chunk
+    bias = rng.integers(-4000, 4000, channels).astype(np.int64)
+    rows = _qexact.CHUNK_ELEMENTS // channels + 7
+    many = np.resize(acc, (rows, channels))
+    many = np.clip(many, -(limit - 1).astype(np.int64) - bias, (limit - 1).astype(np.int64) - bias)
+    many = np.clip(many, -(2**24) + 1, 2**24 - 1)
+    reference = requantizer(mult, exp, zp, qmin, qmax, dtype)(many + bias)
+    ours = _qexact.float_requantizer(mult, exp, zp, qmin, qmax, dtype)(
+        many.astype(np.float32), bias.astype(np.float64)
+    )
+    np.testing.assert_array_equal(ours, reference)
 
 
 def test_accumulation_dtype_follows_the_mantissa_bounds():
