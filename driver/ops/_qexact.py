@@ -59,9 +59,24 @@ def requant_limit(exp: np.ndarray) -> np.ndarray:
 
 
 #: accumulator elements requantized per pass (512 KB of float64): the requantization
-#: is a dozen elementwise passes, and chunks this size stay in the core's L2 cache
+#: is several elementwise passes, and chunks this size stay in the core's L2 cache
 #: between them (measured 3x faster than whole-tensor passes on MobileNet layers)
 CHUNK_ELEMENTS = 1 << 16
+#: below this many channels a per-channel operand is tiled to the chunk's shape:
+#: numpy's inner loops over short broadcast rows run at half speed
+TILE_BELOW = 256
+
+
+def _per_channel(values: np.ndarray):
+    """A per-channel float64 array, or one numpy scalar when all channels agree.
+
+    numpy scalars, not Python floats: a Python float is "weak" and would let a float32
+    operand pick a float32 loop (inexact).
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if values.size and np.all(values == values.flat[0]):
+        return np.float64(values.flat[0])
+    return values
 
 
 def float_requantizer(
@@ -70,43 +85,107 @@ def float_requantizer(
     """(accumulators, bias) -> clamped quantized output of the accumulators' shape.
 
     The accumulators are float32 or float64 integers (last axis = channel), the bias
-    per channel (float64 integers; None for none). Bit-exact with ``_conv_util.requantizer`` on
-    ``acc + bias`` while ``|acc + bias| < requant_limit(exp)``.
+    per channel (float64 integers; None for none). Bit-exact with
+    ``_conv_util.requantizer`` on ``acc + bias`` while ``|acc + bias|`` stays below the
+    returned function's ``limit`` (per channel).
+
+    Two forms, both exact within their limit:
+
+    - one floor: ``floor(a * M * 2**left / 2**(31 + e) + (2**30 + 2**(30 + e)) / 2**(31 + e)
+      + zp)`` for a right shift ``e`` (``e = 0``: no ``2**(30 + e)`` term). For integer
+      ``h``, ``floor((floor(t) + h) / 2**e) = floor((t + h) / 2**e)``, so the two floors of
+      ``SaturatingRoundingDoublingHighMul`` and ``RoundingDivideByPOT`` merge, except that
+      the latter rounds a negative ``q`` one lower at exact halves. A negative ``q`` gives
+      a result at most ``zp`` either way, so when the clamp's low end is at least ``zp``
+      (every ReLU-like activation, and outputs whose zero point is their minimum) both
+      clamp to ``lo`` and the one floor is exact; so it is without right shifts.
+    - two floors otherwise (``requant_limit``): the fixed-point steps one by one.
     """
     mult = np.asarray(mult, dtype=np.int64)
     exp = np.asarray(exp, dtype=np.int64)
-    # x << left, * multiplier, / 2**31: one multiply, exact (scaling by powers of two
-    # keeps the significand of the exact integer product)
-    scaled = mult.astype(np.float64) * np.exp2(np.maximum(exp, 0).astype(np.float64) - 31)
+    left = np.maximum(exp, 0)
     right = np.maximum(-exp, 0)
     shifting = right > 0
-    inv = np.exp2(-right.astype(np.float64))
-    # channels without a right shift keep q: no sign term, no offset (both pre-scaled)
-    sign_half = np.where(shifting, 0.5, 0.0) * inv
-    half_less = np.where(shifting, np.exp2((right - 1).astype(np.float64)) - 0.5, 0.0) * inv
     rounding = bool(np.any(shifting))
-    if np.all(scaled == scaled.flat[0]) and np.all(right == right.flat[0]):
-        # numpy scalars, not Python floats: a Python float is "weak" and would let a
-        # float32 accumulator pick the float32 multiply (inexact)
-        scaled, inv = np.float64(scaled.flat[0]), np.float64(inv.flat[0])
-        sign_half, half_less = np.float64(sign_half.flat[0]), np.float64(half_less.flat[0])
-    # the zero point (an integer) joins the last floor's argument: floor(v) + zp = floor(v + zp)
-    first_offset = np.float64(0.5 if rounding else 0.5 + zero_point)
-    half_less = half_less + zero_point
     out_dtype = np.dtype(dtype)
+    if not rounding or lo >= zero_point:
+        m_left = mult.astype(np.float64) * np.exp2(left.astype(np.float64))
+        scale = m_left * np.exp2(-31.0 - right)
+        nudges = np.exp2(30.0) + np.where(shifting, np.exp2(30.0 + right), 0.0)
+        first_offset = nudges * np.exp2(-31.0 - right) + zero_point
+        # every value a * scale + offset is N / 2**(31 + e) with an integer N; it is
+        # exact while |N| <= 2**53 (a margin of 1 keeps the comparison strict)
+        room = 2.0**53 - nudges - abs(zero_point) * np.exp2(31.0 + right)
+        limit = np.where(m_left > 0, np.floor(room / np.maximum(m_left, 1.0)) - 1, 2.0**53)
+        body = _one_floor(_per_channel(scale), _per_channel(first_offset), lo, hi, out_dtype)
+    else:
+        limit = requant_limit(exp)
+        body = _two_floors(mult, left, right, shifting, zero_point, lo, hi, out_dtype)
+    body.limit = limit
+    return body
+
+
+def _chunks(acc: np.ndarray, out_dtype):
+    """(rows of acc as [R, C], output [R, C], rows per chunk)."""
+    channels = acc.shape[-1] if acc.ndim else 1
+    flat = acc.reshape(-1, channels)
+    return flat, np.empty(flat.shape, dtype=out_dtype), max(1, CHUNK_ELEMENTS // max(channels, 1))
+
+
+def _tiled(values, rows: int, channels: int):
+    """A per-channel operand as the chunk operations take it (see TILE_BELOW)."""
+    if np.ndim(values) == 0 or channels >= TILE_BELOW or rows == 1:
+        return values
+    return np.ascontiguousarray(np.broadcast_to(values, (rows, channels)))
+
+
+def _one_floor(scale, first_offset, lo: int, hi: int, out_dtype):
+    # a clamped value at least 0 truncates as it floors: the cast does the floor
+    floor_in_cast = lo >= 0
 
     def requant(acc: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
-        channels = acc.shape[-1] if acc.ndim else 1
-        flat = acc.reshape(-1, channels)
-        out = np.empty(flat.shape, dtype=out_dtype)
-        # (acc + bias) * scaled + 0.5 as acc * scaled + (bias * scaled + 0.5): both
-        # products are exact (integers below 2**22 / 2**left times a 31-bit multiplier
-        # scaled by a power of two), and so is their sum, the exactly representable
-        # value the unfused steps computed.
+        flat, out, rows = _chunks(acc, out_dtype)
+        rows = min(rows, flat.shape[0])
+        channels = flat.shape[1]
+        # (acc + bias) * scale + c as acc * scale + (bias * scale + c): both products
+        # are exact and so is their sum (the exact value is representable)
+        offset = first_offset if bias is None else bias * scale + first_offset
+        scale_t, offset_t = _tiled(scale, rows, channels), _tiled(offset, rows, channels)
+        v_all = np.empty((rows, channels), dtype=np.float64)
+        for r0 in range(0, flat.shape[0], rows):
+            part = flat[r0 : r0 + rows]
+            n = part.shape[0]
+            v = v_all[:n]
+            np.copyto(v, part)  # float32 -> float64 (exact), then in place
+            np.multiply(v, scale_t if n == rows or np.ndim(scale_t) < 2 else scale_t[:n], out=v)
+            v += offset_t if n == rows or np.ndim(offset_t) < 2 else offset_t[:n]
+            if not floor_in_cast:
+                np.floor(v, out=v)
+            np.clip(v, lo, hi, out=v)
+            np.copyto(out[r0 : r0 + n], v, casting="unsafe")
+        return out.reshape(acc.shape)
+
+    return requant
+
+
+def _two_floors(mult, left, right, shifting, zero_point: int, lo: int, hi: int, out_dtype):
+    # x << left, * multiplier, / 2**31: one multiply, exact (scaling by powers of two
+    # keeps the significand of the exact integer product)
+    scaled = _per_channel(mult.astype(np.float64) * np.exp2(left.astype(np.float64) - 31))
+    inv = np.exp2(-right.astype(np.float64))
+    # channels without a right shift keep q: no sign term, no offset (both pre-scaled)
+    sign_half = _per_channel(np.where(shifting, 0.5, 0.0) * inv)
+    half_less = _per_channel(
+        np.where(shifting, np.exp2((right - 1).astype(np.float64)) - 0.5, 0.0) * inv + zero_point
+    )
+    inv = _per_channel(inv)
+    first_offset = np.float64(0.5)
+
+    def requant(acc: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+        flat, out, rows = _chunks(acc, out_dtype)
         offset = first_offset if bias is None else bias * scaled + first_offset
-        rows = max(1, CHUNK_ELEMENTS // max(channels, 1))
-        scratch = np.empty((min(rows, flat.shape[0]), channels), dtype=np.float64)
-        signs = np.empty_like(scratch) if rounding else None
+        scratch = np.empty((min(rows, flat.shape[0]), flat.shape[1]), dtype=np.float64)
+        signs = np.empty_like(scratch)
         for r0 in range(0, flat.shape[0], rows):
             part = flat[r0 : r0 + rows]
             v = scratch[: part.shape[0]]
@@ -114,23 +193,24 @@ def float_requantizer(
             # zero with nudge 2**30 (ab >= 0) or 1 - 2**30: for integer ab both are
             # floor((ab + 2**30) / 2**31) (halves up, for either sign); no saturation:
             # the multiplier is < 2**31. ab / 2**31 + 0.5 is (ab + 2**30) / 2**31, an
-            # integer below 2**53 scaled: exact.
-            np.multiply(part, scaled, out=v, dtype=np.float64)
+            # integer below 2**53 scaled: exact. The bias joins as in the one-floor form.
+            np.copyto(v, part)
+            v *= scaled
             v += offset
             np.floor(v, out=v)
-            if rounding:
-                # RoundingDivideByPOT(q, e): floor((q + 2**(e-1) - [q < 0]) / 2**e),
-                # halves away from zero; for integer q, q + copysign(0.5, q) + 2**(e-1)
-                # - 0.5 is that numerator (q = -0.0 included), here each term already
-                # divided by 2**e. |q| < 2**22: every step exact.
-                v *= inv
-                t = signs[: part.shape[0]]
-                np.copysign(sign_half, v, out=t)
-                v += t
-                v += half_less
-                np.floor(v, out=v)
+            # RoundingDivideByPOT(q, e): floor((q + 2**(e-1) - [q < 0]) / 2**e),
+            # halves away from zero; for integer q, q + copysign(0.5, q) + 2**(e-1)
+            # - 0.5 is that numerator (q = -0.0 included), here each term already
+            # divided by 2**e (the zero point joins the last floor's argument:
+            # floor(v) + zp = floor(v + zp)). |q| < 2**22: every step exact.
+            v *= inv
+            t = signs[: part.shape[0]]
+            np.copysign(sign_half, v, out=t)
+            v += t
+            v += half_less
+            np.floor(v, out=v)
             np.clip(v, lo, hi, out=v)
-            np.copyto(out[r0 : r0 + rows], v, casting="unsafe")
+            np.copyto(out[r0 : r0 + part.shape[0]], v, casting="unsafe")
         return out.reshape(acc.shape)
 
     return requant

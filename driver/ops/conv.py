@@ -416,7 +416,7 @@ def _quant_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
     lo, hi = quant.activation_range(params.activation, out.scale, out.zeroPoint, dtype)
     requant = requantizer(mult, exp, out.zeroPoint, lo, hi, dtype)
     frequant = _qexact.float_requantizer(mult, exp, out.zeroPoint, lo, hi, dtype)
-    limit = _qexact.requant_limit(exp)
+    limit = frequant.limit
     geometry = _geometry(ctx, kind, params)
     x_bound = _qexact.centered_bound(inp.zeroPoint, dtype_of(inp.type))
     accumulators = {

@@ -167,3 +167,59 @@ def test_quant_conv_is_exact_on_every_accumulation_path(channels, spread, bias, 
     want = _quant_conv_reference(x, w, b, 0, zw, mult, exp, 7, 0, 255, np.uint8)
     np.testing.assert_array_equal(got, want)
     assert len(np.unique(want)) > 1  # not all saturated
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("case", list(_cases()))
+@pytest.mark.parametrize("zp_at", ["min", "mid"])
+def test_one_floor_requantizer_with_a_relu_clamp(case, dtype, zp_at):
+    """A clamp whose low end is the zero point (ReLU, RELU6) takes the one-floor form."""
+    in_scale, scales, out_scale = case
+    mult, exp = multipliers(in_scale, scales, out_scale)
+    qmin, qmax = quant.QUANT_RANGE[np.dtype(dtype)]
+    zp = qmin if zp_at == "min" else (qmin + qmax + 1) // 2 - 3
+    lo, hi = zp, min(qmax, zp + 100)
+    ours_fn = _qexact.float_requantizer(mult, exp, zp, lo, hi, dtype)
+    limit = ours_fn.limit
+    assert np.all(limit >= _qexact.requant_limit(exp) / 2)
+    channels = len(scales)
+    rng = np.random.default_rng(3)
+    acc = rng.integers(-(2**21), 2**21, (4096, channels)).astype(np.int64)
+    # halves of every right shift (both signs), zero, and the limits themselves
+    edges = []
+    for c in range(channels):
+        right = max(-int(exp[c]), 0)
+        for k in range(-40, 41):
+            edges.append(k * (1 << right) + (1 << right) // 2)
+    col = np.array(edges + [0, -1, 1], np.int64)
+    acc = np.concatenate([acc, np.repeat(col[:, None], channels, axis=1)])
+    top = (limit - 1).astype(np.int64)
+    acc = np.concatenate([acc, top[None, :], -top[None, :], (top // 3)[None, :]])
+    acc = np.clip(acc, -top, top)
+    reference = requantizer(mult, exp, zp, lo, hi, dtype)(acc.copy())
+    np.testing.assert_array_equal(ours_fn(acc.astype(np.float64)), reference)
+    # with a bias, from float32 accumulators
+    bias = rng.integers(-5000, 5000, channels).astype(np.int64)
+    small = np.clip(acc, -(2**24) + 1, 2**24 - 1)
+    small = np.clip(small, -top - bias, top - bias)
+    reference = requantizer(mult, exp, zp, lo, hi, dtype)(small + bias)
+    ours = ours_fn(small.astype(np.float32), bias.astype(np.float64))
+    np.testing.assert_array_equal(ours, reference)
+
+
+@pytest.mark.parametrize(
+    "mult, exp",
+    [(2**31 - 1, -1), (2**30 + 1, -7), (1518500250, -12), (2**31 - 1, -20), (2**31 - 3, 2)],
+)
+def test_one_floor_requantizer_at_the_edge_of_its_range(mult, exp):
+    """Up to the one-floor form's own limit, unclamped above the zero point."""
+    m, e = np.array([mult], np.int64), np.array([exp], np.int64)
+    fn = _qexact.float_requantizer(m, e, 0, 0, 2**31 - 1, np.int64)
+    limit = int(fn.limit[0])
+    rng = np.random.default_rng(mult % 1000 - exp)
+    near = np.concatenate(
+        [np.arange(limit - 300, limit), rng.integers(limit // 2, limit, 2000)]
+    ).astype(np.int64)
+    acc = np.concatenate([near, -near, np.arange(-300, 300)])[:, None]
+    wide = requantizer(m, e, 0, 0, 2**31 - 1, np.int64)(acc.copy())
+    np.testing.assert_array_equal(fn(acc.astype(np.float64)), wide)
