@@ -82,10 +82,11 @@ def _per_channel(values: np.ndarray):
 def float_requantizer(
     mult: np.ndarray, exp: np.ndarray, zero_point: int, lo: int, hi: int, dtype
 ) -> Callable[..., np.ndarray]:
-    """(accumulators, bias) -> clamped quantized output of the accumulators' shape.
+    """(accumulators, bias[, out]) -> clamped quantized output of the accumulators' shape.
 
     The accumulators are float32 or float64 integers (last axis = channel), the bias
-    per channel (float64 integers; None for none). Bit-exact with
+    per channel (float64 integers; None for none); ``out``, when given, is a contiguous
+    array of the output type that receives the result. Bit-exact with
     ``_conv_util.requantizer`` on ``acc + bias`` while ``|acc + bias|`` stays below the
     returned function's ``limit`` (per channel).
 
@@ -125,11 +126,17 @@ def float_requantizer(
     return body
 
 
-def _chunks(acc: np.ndarray, out_dtype):
-    """(rows of acc as [R, C], output [R, C], rows per chunk)."""
+def _chunks(acc: np.ndarray, out_dtype, out: np.ndarray | None):
+    """(rows of acc as [R, C], output [R, C] (``out`` viewed so, or new), rows per chunk)."""
     channels = acc.shape[-1] if acc.ndim else 1
     flat = acc.reshape(-1, channels)
-    return flat, np.empty(flat.shape, dtype=out_dtype), max(1, CHUNK_ELEMENTS // max(channels, 1))
+    if out is None:
+        out = np.empty(flat.shape, dtype=out_dtype)
+    else:
+        if not out.flags.c_contiguous:  # a reshape would copy, and the result be lost
+            raise ValueError("out must be C-contiguous")
+        out = out.reshape(flat.shape)
+    return flat, out, max(1, CHUNK_ELEMENTS // max(channels, 1))
 
 
 def _tiled(values, rows: int, channels: int):
@@ -143,8 +150,8 @@ def _one_floor(scale, first_offset, lo: int, hi: int, out_dtype):
     # a clamped value at least 0 truncates as it floors: the cast does the floor
     floor_in_cast = lo >= 0
 
-    def requant(acc: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
-        flat, out, rows = _chunks(acc, out_dtype)
+    def requant(acc: np.ndarray, bias: np.ndarray | None = None, out=None) -> np.ndarray:
+        flat, out, rows = _chunks(acc, out_dtype, out)
         rows = min(rows, flat.shape[0])
         channels = flat.shape[1]
         # (acc + bias) * scale + c as acc * scale + (bias * scale + c): both products
@@ -181,8 +188,8 @@ def _two_floors(mult, left, right, shifting, zero_point: int, lo: int, hi: int, 
     inv = _per_channel(inv)
     first_offset = np.float64(0.5)
 
-    def requant(acc: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
-        flat, out, rows = _chunks(acc, out_dtype)
+    def requant(acc: np.ndarray, bias: np.ndarray | None = None, out=None) -> np.ndarray:
+        flat, out, rows = _chunks(acc, out_dtype, out)
         offset = first_offset if bias is None else bias * scaled + first_offset
         scratch = np.empty((min(rows, flat.shape[0]), flat.shape[1]), dtype=np.float64)
         signs = np.empty_like(scratch)

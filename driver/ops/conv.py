@@ -33,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from nnhal.driver.ops import _qexact, quant
+from nnhal.driver.ops import _qexact, quant, threads
 from nnhal.driver.ops._conv_util import (
     Params,
     Signature,
@@ -236,38 +236,78 @@ def _windows(x: np.ndarray, w_shape, params: Params, top: int, left: int, oh: in
 #: share the cores (measured: 2 MB slabs were ~10% faster on an idle machine,
 #: 2-3x slower at the median on a loaded one than a single call).
 SLAB_ELEMENTS = 1 << 22
+#: output elements per slab when BLAS runs on one thread (no synchronization to
+#: amortize): a slab's accumulators (256 KB of float32) are still in the core's
+#: L2 cache when the bias, the activation or the requantization passes over them
+OUT_SLAB_ELEMENTS = 1 << 16
 
 
-def _slabs(n: int, oh: int, row_elements: int) -> list[tuple[int, int, int, int]]:
-    """(first image, last image, first row, last row) blocks of about SLAB_ELEMENTS."""
-    rows = max(1, SLAB_ELEMENTS // row_elements)
+def _rows_per_slab(row_elements: int, out_row_elements: int) -> int:
+    rows = SLAB_ELEMENTS // max(row_elements, 1)
+    if threads.single_threaded():
+        rows = min(rows, OUT_SLAB_ELEMENTS // max(out_row_elements, 1))
+    return max(1, rows)
+
+
+def _slabs(n: int, oh: int, rows: int) -> list[tuple[int, int, int, int]]:
+    """(first image, last image, first row, last row) blocks of about ``rows`` output rows.
+
+    Each block is a contiguous run of output pixels (whole images, or rows of one).
+    """
     if rows >= oh:
-        images = max(1, rows // oh)
+        images = max(1, rows // max(oh, 1))
         return [(i, min(i + images, n), 0, oh) for i in range(0, n, images)]
     return [(i, i + 1, r, min(r + rows, oh)) for i in range(n) for r in range(0, oh, rows)]
 
 
-def _conv(x: np.ndarray, wm: np.ndarray, w_shape, params: Params, geo) -> np.ndarray:
-    """CONV_2D accumulation [N, OH, OW, O]: im2col slabs, each one BLAS matmul."""
+class _Target:
+    """Where slabs accumulate: into the output itself, or a scratch buffer reused by slabs."""
+
+    def __init__(self, out: np.ndarray | None, channels: int, dtype):
+        self.out, self.channels, self.dtype = out, channels, dtype
+        self.scratch: np.ndarray | None = None
+
+    def __call__(self, p0: int, p1: int, largest: int) -> np.ndarray:
+        if self.out is not None:
+            return self.out[p0:p1]
+        if self.scratch is None:
+            self.scratch = np.empty((largest, self.channels), dtype=self.dtype)
+        return self.scratch[: p1 - p0]
+
+
+def _conv_slabs(x, wm, w_shape, params: Params, geo, target: _Target):
+    """CONV_2D accumulators by slabs of output pixels: (p0, p1, acc [p1 - p0, O]).
+
+    im2col slabs, each one BLAS matmul; a 1x1 unstrided convolution multiplies
+    slabs of the input itself.
+    """
     top, left, oh, ow = geo
     o, kh, kw, c = w_shape
     n, h, w, _ = x.shape
     if kh == kw == 1 and (oh, ow) == (h, w) and params.stride == (1, 1) and not (top or left):
-        return reshaped(x.reshape(n * h * w, c) @ wm, (n, oh, ow, o))
+        flat = x.reshape(n * h * w, c)
+        step = _rows_per_slab(c, o)
+        for p0 in range(0, n * h * w, step):
+            p1 = min(p0 + step, n * h * w)
+            acc = target(p0, p1, step)
+            np.matmul(flat[p0:p1], wm, out=acc)
+            yield p0, p1, acc
+        return
     view = _windows(x, w_shape, params, top, left, oh, ow)
     k = kh * kw * c
-    out = np.empty((n, oh, ow, o), dtype=np.result_type(x, wm))
-    slabs = _slabs(n, oh, ow * k)
-    if not slabs:  # an empty batch
-        return out
-    largest = max((i1 - i0) * (r1 - r0) for i0, i1, r0, r1 in slabs)
-    buffer = np.empty(largest * ow * k, dtype=x.dtype)
+    slabs = _slabs(n, oh, _rows_per_slab(ow * k, ow * o))
+    if not slabs or not oh * ow:  # an empty batch or output
+        return
+    largest = max((i1 - i0) * (r1 - r0) for i0, i1, r0, r1 in slabs) * ow
+    buffer = np.empty(largest * k, dtype=x.dtype)
     for i0, i1, r0, r1 in slabs:
         rows = (i1 - i0) * (r1 - r0) * ow
         slab = buffer[: rows * k].reshape(i1 - i0, r1 - r0, ow, kh, kw, c)
         np.copyto(slab, view[i0:i1, r0:r1])
-        np.matmul(slab.reshape(rows, k), wm, out=out[i0:i1, r0:r1].reshape(rows, o))
-    return out
+        p0 = (i0 * oh + r0) * ow
+        acc = target(p0, p0 + rows, largest)
+        np.matmul(slab.reshape(rows, k), wm, out=acc)
+        yield p0, p0 + rows, acc
 
 
 def _conv_matrix(w: np.ndarray, dtype) -> np.ndarray:
@@ -286,18 +326,24 @@ def _grouped_matrix(w: np.ndarray, groups: int, dtype) -> np.ndarray:
     return np.ascontiguousarray(w.reshape(groups, o // groups, -1).transpose(0, 2, 1), dtype=dtype)
 
 
-def _accumulate(kind: Kind, params: Params, dtype) -> Callable[..., np.ndarray]:
-    """acc(x NHWC, prepared weights, filter shape, geometry) -> [N, OH, OW, O] in ``dtype``."""
+def out_channels(kind: Kind, w_shape) -> int:
+    return w_shape[3] if kind is DEPTHWISE else w_shape[0]
+
+
+def _accumulate(kind: Kind, params: Params, dtype) -> Callable[..., object]:
+    """slabs(x NHWC, prepared weights, filter shape, geometry, target) -> iterator of
+    (p0, p1, acc): the ``dtype`` accumulators [p1 - p0, O] of output pixels p0..p1
+    (flat N*OH*OW order), in ``target``'s memory; consume each before the next."""
     if kind is CONV:
 
-        def conv(x, wm, w_shape, geo):
-            return _conv(x, wm, w_shape, params, geo)
+        def conv(x, wm, w_shape, geo, target):
+            return _conv_slabs(x, wm, w_shape, params, geo, target)
 
         return conv
     if kind is GROUPED:
         groups = params.extra["groups"]
 
-        def grouped(x, wm, w_shape, geo):
+        def grouped(x, wm, w_shape, geo, target):
             top, left, oh, ow = geo
             n = x.shape[0]
             _, kh, kw, cg = w_shape
@@ -305,21 +351,34 @@ def _accumulate(kind: Kind, params: Params, dtype) -> Callable[..., np.ndarray]:
             view = view.reshape(n, oh, ow, kh, kw, groups, cg).transpose(5, 0, 1, 2, 3, 4, 6)
             cols = view.reshape(groups, n * oh * ow, kh * kw * cg)
             out = np.matmul(cols, wm)  # [G, P, O/G]
-            return reshaped(owned(out.transpose(1, 0, 2)), (n, oh, ow, w_shape[0]))
+            total = n * oh * ow
+            acc = target(0, total, total)
+            np.copyto(acc, out.transpose(1, 0, 2).reshape(total, w_shape[0]))
+            yield 0, total, acc
 
         return grouped
 
     sh, dh, dw = params.stride[1], params.dilation[1], params.dilation[0]
 
-    def depthwise(x, wm, w_shape, geo):
+    def depthwise(x, wm, w_shape, geo, target):
         top, left, oh, ow = geo
         n, _, _, c = x.shape
         _, kh, kw, co = w_shape
         m = wm.shape[3]
+        slabs = _slabs(n, oh, _rows_per_slab(ow * co * kh * kw, ow * co))
+        if not slabs or not oh * ow:
+            return
+        largest = max((i1 - i0) * (r1 - r0) for i0, i1, r0, r1 in slabs) * ow
         if params.stride[0] != 1:
             view = _windows(x, w_shape, params, top, left, oh, ow)
-            out = np.einsum("nhwijc,ijcm->nhwcm", view, wm, dtype=dtype)
-            return reshaped(owned(out), (n, oh, ow, co))
+            for i0, i1, r0, r1 in slabs:
+                p0 = (i0 * oh + r0) * ow
+                p1 = p0 + (i1 - i0) * (r1 - r0) * ow
+                acc = target(p0, p1, largest)
+                into = acc.reshape(i1 - i0, r1 - r0, ow, c, m)
+                np.einsum("nhwijc,ijcm->nhwcm", view[i0:i1, r0:r1], wm, dtype=dtype, out=into)
+                yield p0, p1, acc
+            return
         # Unit width stride: a window row of the output (all columns and
         # channels) is one contiguous run of the padded input row, so each
         # tap multiplies OW*C contiguous values by the filter tiled along the
@@ -335,11 +394,18 @@ def _accumulate(kind: Kind, params: Params, dtype) -> Callable[..., np.ndarray]:
             writeable=False,
         )
         tiled = np.broadcast_to(wm[:, :, None], (kh, kw, ow, c, m)).reshape(kh, kw, ow * c, m)
-        if m == 1:
-            out = np.einsum("nhijk,ijk->nhk", runs, tiled[..., 0], dtype=dtype)
-        else:
-            out = np.einsum("nhijk,ijkm->nhkm", runs, tiled, dtype=dtype)
-        return reshaped(owned(out), (n, oh, ow, co))
+        for i0, i1, r0, r1 in slabs:
+            p0 = (i0 * oh + r0) * ow
+            p1 = p0 + (i1 - i0) * (r1 - r0) * ow
+            acc = target(p0, p1, largest)
+            part = runs[i0:i1, r0:r1]
+            if m == 1:
+                into = acc.reshape(i1 - i0, r1 - r0, ow * c)
+                np.einsum("nhijk,ijk->nhk", part, tiled[..., 0], dtype=dtype, out=into)
+            else:
+                into = acc.reshape(i1 - i0, r1 - r0, ow * c, m)
+                np.einsum("nhijk,ijkm->nhkm", part, tiled, dtype=dtype, out=into)
+            yield p0, p1, acc
 
     return depthwise
 
@@ -354,7 +420,8 @@ def _prepared_weights(kind: Kind, params: Params, dtype, offset: int = 0):
     """The filter as the accumulation takes it (centered by ``offset``)."""
 
     def prep(w: np.ndarray) -> np.ndarray:
-        w = w.astype(dtype) - dtype(offset) if offset else w.astype(dtype)
+        # centered in one pass (the cast happens inside the subtraction; exact)
+        w = np.subtract(w, dtype(offset), dtype=dtype) if offset else w.astype(dtype, copy=False)
         if kind is CONV:
             return _conv_matrix(w, dtype)
         if kind is GROUPED:
@@ -381,21 +448,36 @@ def _float_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
         if xn.dtype != f32:
             xn = xn.astype(f32)
         wm = wm_const if wm_const is not None else prep(w)
-        out = accumulate(xn, wm, w.shape, geo)
-        out += b_f32 if b_f32 is not None else b.astype(f32)
-        if clamp is not None:
-            clamp(out)
+        bias = b_f32 if b_f32 is not None else b.astype(f32)
+        _, _, oh, ow = geo
+        out = np.empty((xn.shape[0], oh, ow, out_channels(kind, w.shape)), dtype=f32)
+        flat = out.reshape(-1, out.shape[3])
+        # bias and activation on each slab while it is in cache
+        for _, _, acc in accumulate(xn, wm, w.shape, geo, _Target(flat, flat.shape[1], f32)):
+            acc += bias
+            if clamp is not None:
+                clamp(acc)
         return from_nhwc(out, nchw).astype(out_dtype, copy=False)
 
     return kernel
 
 
-def _abs_sums(kind: Kind, w: np.ndarray, zero_point: int) -> np.ndarray:
-    """Per output channel, the sum of |w - zero point| over one output's taps (int64)."""
-    centered = np.abs(w.astype(np.int32) - zero_point)
+def _abs_sums(kind: Kind, centered: np.ndarray) -> np.ndarray:
+    """Per output channel, the sum of |w - zero point| over one output's taps (float64).
+
+    ``centered`` is the float32 filter minus its zero point (exact integers). The sums
+    run in float32 when every one stays below 2**24 (then exact in any order), else
+    in float64.
+    """
+    magnitudes = np.abs(centered)
     if kind is DEPTHWISE:  # [1, KH, KW, C*M]
-        return centered.sum(axis=(0, 1, 2), dtype=np.int64)
-    return centered.sum(axis=(1, 2, 3), dtype=np.int64)  # [O, KH, KW, C(/G)]
+        rows = magnitudes.reshape(-1, centered.shape[3])
+        axis = 0
+    else:  # [O, KH, KW, C(/G)]
+        rows = magnitudes.reshape(centered.shape[0], -1)
+        axis = 1
+    exact32 = 255.0 * max(rows.shape[axis], 1) < _qexact.F32_EXACT
+    return rows.sum(axis=axis, dtype=np.float32 if exact32 else np.float64).astype(np.float64)
 
 
 def _quant_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., np.ndarray]:
@@ -434,12 +516,17 @@ def _quant_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
 
     def plan(w: np.ndarray, b: np.ndarray):
         """(accumulation dtype, weights in it, bias as float64, float requant exact?)"""
-        bounds = _qexact.channel_bounds(x_bound, _abs_sums(kind, w, filt.zeroPoint))
+        centered = np.subtract(w, f32(filt.zeroPoint), dtype=f32)  # exact
+        bounds = _qexact.channel_bounds(x_bound, _abs_sums(kind, centered))
         acc_dtype = _qexact.accumulation_dtype(bounds) or fallback
         b64 = b.astype(np.float64)
         exact = acc_dtype is not fallback or fallback is np.float64
         fast = exact and bool(np.all(bounds + np.abs(b64) < limit))
-        return acc_dtype, preps[acc_dtype](w), b64, fast
+        if acc_dtype is np.float32:  # the centered filter is the float32 one: no second pass
+            wm = _prepared_weights(kind, params, f32)(centered)
+        else:
+            wm = preps[acc_dtype](w)
+        return acc_dtype, wm, b64, fast
 
     w_const, b_const = ctx.constant(1), ctx.constant(2)
     fixed = None if w_const is None or b_const is None else plan(w_const, b_const)
@@ -451,12 +538,18 @@ def _quant_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
         # centered (one pass: the cast happens inside the subtraction); zero padding
         # is then the input zero point
         xc = np.subtract(xn, acc_dtype(zp_in), dtype=acc_dtype)
-        acc = accumulators[acc_dtype](xc, wm, w.shape, geo)
-        if fast:
-            return from_nhwc(frequant(acc, b64), nchw)
-        acc = acc.astype(np.int64)
-        acc += b.astype(np.int64)
-        return from_nhwc(requant(acc), nchw)
+        _, _, oh, ow = geo
+        out = np.empty((xn.shape[0], oh, ow, out_channels(kind, w.shape)), dtype=dtype)
+        flat = out.reshape(-1, out.shape[3])
+        b64_int = None if fast else b.astype(np.int64)
+        target = _Target(None, flat.shape[1], acc_dtype)
+        # each slab requantized into the output while its accumulators are in cache
+        for p0, p1, acc in accumulators[acc_dtype](xc, wm, w.shape, geo, target):
+            if fast:
+                frequant(acc, b64, out=flat[p0:p1])
+            else:
+                flat[p0:p1] = requant(acc.astype(np.int64) + b64_int)
+        return from_nhwc(out, nchw)
 
     return kernel
 

@@ -28,6 +28,7 @@ DEFAULT_THREADS = 1
 AUTO = 0
 
 _limiter: Any = None  # the active threadpoolctl limiter, kept so a later call can restore
+_count: int | None = None  # the count set_threads last applied (None: never called)
 
 
 def parse_threads(value: str | int) -> int:
@@ -50,7 +51,7 @@ def set_threads(count: int) -> None:
 
     numpy is imported first so its BLAS is among the loaded libraries.
     """
-    global _limiter
+    global _limiter, _count
     count = parse_threads(count)
     import numpy  # noqa: F401  (loads the BLAS threadpoolctl is to find)
     from threadpoolctl import threadpool_limits
@@ -60,6 +61,14 @@ def set_threads(count: int) -> None:
         _limiter = None
     if count != AUTO:
         _limiter = threadpool_limits(limits=count)
+    _count = count
+
+
+def single_threaded() -> bool:
+    """Whether set_threads fixed the pools at one thread (kernels then size their work
+    blocks for one core's caches; with several threads a BLAS call costs a
+    synchronization, so they keep blocks large)."""
+    return _count == 1
 
 
 def thread_report() -> str:

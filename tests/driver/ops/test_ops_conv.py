@@ -573,6 +573,18 @@ def test_conv_in_slabs(monkeypatch, elements):
         row.check()
 
 
+@pytest.mark.parametrize("elements", [1, 7, 64, 1 << 16])
+def test_conv_in_output_slabs_on_one_thread(monkeypatch, elements):
+    """On one BLAS thread, convolutions and depthwise run in slabs of output pixels
+    (bias, activation and requantization per slab), float and quantized alike."""
+    from nnhal.driver.ops import threads
+
+    monkeypatch.setattr(threads, "single_threaded", lambda: True)
+    monkeypatch.setattr(conv_ops, "OUT_SLAB_ELEMENTS", elements)
+    for row in CONV_ROWS + DEPTHWISE_ROWS + GROUPED_ROWS:
+        row.check()
+
+
 def test_zero_batch():
     row = Row(
         "conv-zero-batch",
