@@ -85,7 +85,8 @@ def decode_constant(model: Model, operand: Operand, pool_views: list[memoryview]
         if operand.type in _BOOL_TYPES:
             value = np.frombuffer(raw, dtype=np.uint8) != 0
         else:
-            value = np.frombuffer(raw, dtype=info.dtype).copy()
+            # ``raw`` is already the copy (immutable bytes): the array reads it in place
+            value = np.frombuffer(raw, dtype=info.dtype)
         value = value.reshape(shape)
     # Constants are shared by every execution: nobody may write into them.
     value.flags.writeable = False

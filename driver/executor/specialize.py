@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from nnhal.driver.executor.plan import Step, StepKind, SubgraphPlan
+from nnhal.driver.ops import fully_connected
 
 from nnhal.types import OperandLifeTime, OperandType
 
@@ -222,8 +223,9 @@ def _fast_fully_connected(step: Step) -> tuple[np.ndarray, np.ndarray | None] | 
         return None
     if x.dimensions[1] != w.value.shape[1] or b.value.shape != (w.value.shape[0],):
         return None
-    wt = np.ascontiguousarray(w.value.astype(np.float32).T)
-    wt.flags.writeable = False
+    wt = fully_connected.transposed_weights(w.value)
+    if wt.flags.owndata:
+        wt.flags.writeable = False
     bias = b.value.astype(np.float32)
     return wt, (None if not bias.any() else bias)
 
