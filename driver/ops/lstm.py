@@ -115,6 +115,7 @@ class FloatCell:
         self.proj_w = None if pw is None else np.ascontiguousarray(np.asarray(pw, f32).T)
         self.proj_b = _f32(arr(layout.proj_b))
         self._wxh: np.ndarray | None = None  # [W_x; W_h] for single steps, made on first use
+        self._sequence: Callable | None = None  # a fused time loop for this configuration
         self.act = activation_fn(activation)
         self.cell_clip = f32(cell_clip)
         self.proj_clip = f32(proj_clip)
@@ -128,6 +129,7 @@ class FloatCell:
                 if w is not None:
                     w[..., :ns] *= f32(0.5)
             self.step = self._tanh_step()
+            self._sequence = self._tanh_sequence
         else:
             self.step = self._simple_step()
 
@@ -208,6 +210,49 @@ class FloatCell:
             return out, c_new, (i, f, act_c, hc)
 
         return step
+
+    def _tanh_sequence(self, gx: np.ndarray, h: np.ndarray, c: np.ndarray, out, steps, time_major):
+        """The time loop of ``_tanh_step`` without a projection, in preallocated buffers.
+
+        Per step: the recurrent matmul into the gate buffer, the input terms added,
+        one tanh over all gates, the cell state updated in place and the output
+        written straight into ``out``; no allocation, no per-step Python call.
+        Returns (h, c, parts) as the step-by-step loop does.
+        """
+        n, ns, wh, cifg = self.n_cell, (self.gates - 1) * self.n_cell, self.wh, self.cifg
+        clip, half, tanh = self.cell_clip, f32(0.5), np.tanh
+        batch = h.shape[0]
+        g = np.empty((batch, self.gates * n), f32)
+        s, z = g[:, :ns], g[:, ns:]
+        if cifg:
+            f, o = s[:, :n], s[:, n:]
+            i = None
+        else:
+            i, f, o = s[:, :n], s[:, n : 2 * n], s[:, 2 * n :]
+        c = np.array(c, dtype=f32)  # updated in place: never the caller's array
+        tmp = np.empty((batch, n), f32)
+        act_c = np.empty((batch, n), f32)
+        matmul, multiply = np.matmul, np.multiply
+        for t in steps:
+            matmul(h, wh, out=g)
+            g += gx[t] if time_major else gx[:, t]
+            tanh(g, out=g)
+            s *= half
+            s += half
+            c *= f
+            if cifg:  # i = 1 - f: i * z = z - f * z
+                multiply(f, z, out=tmp)
+                np.subtract(z, tmp, out=tmp)
+            else:
+                multiply(i, z, out=tmp)
+            c += tmp
+            if clip > 0:
+                np.clip(c, -clip, clip, out=c)
+            tanh(c, out=act_c)
+            h = out[t] if time_major else out[:, t]
+            multiply(o, act_c, out=h)
+        i_gate = f32(1) - f if cifg else i
+        return h, c, (i_gate, f, act_c, h)
 
     def _step(self, gx: np.ndarray, h: np.ndarray | None, c: np.ndarray):
         n, cifg, act = self.n_cell, self.cifg, self.act
@@ -294,6 +339,9 @@ class FloatCell:
         parts = None
         if reverse:
             steps = reversed(steps)
+        if self._sequence is not None and self.proj_w is None and x.shape[0 if time_major else 1]:
+            h, c, parts = self._sequence(gx, h, c, out, steps, time_major)
+            return out, h, c, parts
         if time_major:
             for t in steps:
                 h, c, parts = step(gx[t], h, c)
