@@ -462,6 +462,30 @@ def _float_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
     return kernel
 
 
+def _channel_rows(kind: Kind, a: np.ndarray) -> tuple[np.ndarray, str]:
+    """The filter as 2-D with one output channel per row or column, and which."""
+    if kind is DEPTHWISE:  # [1, KH, KW, C*M]: channels along the columns
+        return a.reshape(-1, a.shape[3]), "ij,ij->j"
+    return a.reshape(a.shape[0], -1), "ij,ij->i"  # [O, KH, KW, C(/G)]
+
+
+def _norm_bound(kind: Kind, centered: np.ndarray) -> np.ndarray:
+    """Per output channel, an upper bound of sum |w - zero point| (float64).
+
+    Cauchy-Schwarz: sum |c| <= sqrt(K * sum c**2) over the K taps. The squares are
+    exact float32 integers and their float32 sum (one fused einsum pass, several
+    times cheaper than the absolute values) is low by at most a factor
+    1 - gamma, gamma = (K - 1) u / (1 - (K - 1) u), u = 2**-24, whatever the order;
+    the bound divides that out and rounds up.
+    """
+    rows, spec = _channel_rows(kind, centered)
+    taps = rows.shape[0] if kind is DEPTHWISE else rows.shape[1]
+    squares = np.einsum(spec, rows, rows).astype(np.float64)
+    n_u = max(taps - 1, 0) * 2.0**-24
+    gamma = n_u / (1 - n_u)
+    return np.sqrt(taps * squares / (1 - gamma)) * (1 + 2.0**-40)
+
+
 def _abs_sums(kind: Kind, centered: np.ndarray) -> np.ndarray:
     """Per output channel, the sum of |w - zero point| over one output's taps (float64).
 
@@ -517,11 +541,19 @@ def _quant_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
     def plan(w: np.ndarray, b: np.ndarray):
         """(accumulation dtype, weights in it, bias as float64, float requant exact?)"""
         centered = np.subtract(w, f32(filt.zeroPoint), dtype=f32)  # exact
-        bounds = _qexact.channel_bounds(x_bound, _abs_sums(kind, centered))
-        acc_dtype = _qexact.accumulation_dtype(bounds) or fallback
         b64 = b.astype(np.float64)
-        exact = acc_dtype is not fallback or fallback is np.float64
-        fast = exact and bool(np.all(bounds + np.abs(b64) < limit))
+
+        def decide(sums):
+            bounds = _qexact.channel_bounds(x_bound, sums)
+            acc_dtype = _qexact.accumulation_dtype(bounds) or fallback
+            exact = acc_dtype is not fallback or fallback is np.float64
+            return acc_dtype, exact and bool(np.all(bounds + np.abs(b64) < limit))
+
+        # the cheap bound first (one fused pass); the exact sums only when it does not
+        # prove the fast path
+        acc_dtype, fast = decide(_norm_bound(kind, centered))
+        if acc_dtype is not np.float32 or not fast:
+            acc_dtype, fast = decide(_abs_sums(kind, centered))
         if acc_dtype is np.float32:  # the centered filter is the float32 one: no second pass
             wm = _prepared_weights(kind, params, f32)(centered)
         else:

@@ -223,3 +223,29 @@ def test_one_floor_requantizer_at_the_edge_of_its_range(mult, exp):
     acc = np.concatenate([near, -near, np.arange(-300, 300)])[:, None]
     wide = requantizer(m, e, 0, 0, 2**31 - 1, np.int64)(acc.copy())
     np.testing.assert_array_equal(fn(acc.astype(np.float64)), wide)
+
+
+@pytest.mark.parametrize("kind_name", ["conv", "depthwise"])
+def test_norm_bound_covers_the_exact_sums(kind_name):
+    """The cheap per-channel bound is never below sum |w - zp|, including the tight case
+    (every |w - zp| equal, where Cauchy-Schwarz is an equality) and long rows."""
+    from nnhal.driver.ops import conv
+
+    kind = conv.CONV if kind_name == "conv" else conv.DEPTHWISE
+    rng = np.random.default_rng(11)
+    shapes = [(1, 3, 3, 40), (1, 1, 1, 7)] if kind_name == "depthwise" else [
+        (16, 3, 3, 64), (8, 1, 1, 4096), (4, 3, 3, 1)]
+    for shape in shapes:
+        for fill in ("random", "equal", "extreme"):
+            if fill == "random":
+                w = rng.integers(0, 256, shape)
+            elif fill == "equal":
+                w = np.where(rng.random(shape) < 0.5, 0, 254)
+            else:
+                w = np.full(shape, 255)
+            centered = (w - 127).astype(np.float32)
+            exact = conv._abs_sums(kind, centered)
+            bound = conv._norm_bound(kind, centered)
+            assert bound.shape == exact.shape
+            assert np.all(bound >= exact)
+            assert np.all(bound <= exact * 1.5 + 1)  # and not uselessly loose here
