@@ -409,6 +409,12 @@ def test_slicing_invalid(row: Bad):
         ),
         (
             Op.GATHER,
+            [f32((3, 2)), scalar(0), ivec([0], const=False)],
+            (np.zeros((3, 2), np.float32), np.array([-1], np.int32)),
+            r"input 2 \(indices\): index -1 is out of range; indices must be in \[0, 3\)",
+        ),
+        (
+            Op.GATHER,
             [f32((3, 2), dims=(0, 2)), scalar(0), ivec([0])],
             (np.zeros((0, 2), np.float32), np.array([0], np.int32)),
             r"input 0 is zero-sized",
