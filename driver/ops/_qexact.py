@@ -11,11 +11,13 @@ order of the additions; every partial sum is bounded by
   None otherwise (the caller keeps its integer path).
 - ``float_requantizer`` is TFLite's ``MultiplyByQuantizedMultiplier``
   (gemmlowp's ``SaturatingRoundingDoublingHighMul`` then
-  ``RoundingDivideByPOT``) on float64 values, bit-exact while
-  ``|acc| * 2**left_shift < 2**22`` (then ``acc * multiplier`` < 2**53 is
-  exact, divisions by powers of two are exact, and no int32 wrap can occur);
-  ``requant_limit`` gives that bound per channel, and callers use the integer
-  requantizer above it.
+  ``RoundingDivideByPOT``) on float64 values, with the bias folded in, in
+  cache-sized chunks. Its ``limit`` attribute gives, per channel, the largest
+  ``|acc + bias|`` it handles exactly (about ``2**22 / 2**left_shift``: then
+  ``acc * multiplier`` < 2**53 is exact, divisions by powers of two are exact,
+  and no int32 wrap can occur); callers use the integer requantizer above it.
+  When the clamp starts at or above the zero point the two roundings merge
+  into one floor (see ``float_requantizer``).
 """
 
 from __future__ import annotations

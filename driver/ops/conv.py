@@ -9,22 +9,27 @@ Kernels work in NHWC:
 
 - CONV_2D: the windows of the padded input (a strided view) are copied into
   an im2col matrix ``[N*OH*OW, KH*KW*C]`` multiplied by the filter
-  ``[KH*KW*C, O]`` with BLAS (one call for ordinary sizes; slabs of output
-  rows for very large ones). A 1x1 unstrided convolution multiplies the
-  input itself.
+  ``[KH*KW*C, O]`` with BLAS, one call per slab of output pixels. A 1x1
+  unstrided convolution multiplies slabs of the input itself.
 - GROUPED_CONV_2D: the same with one batched matmul over the groups.
-- DEPTHWISE_CONV_2D: one einsum over the taps (a channel never mixes with
-  another, so there is no matmul); with a unit width stride each tap is a
-  contiguous run of OW*C input values per output row, multiplied by the
-  filter tiled along the width.
+- DEPTHWISE_CONV_2D: one einsum over the taps per slab (a channel never
+  mixes with another, so there is no matmul); with a unit width stride each
+  tap is a contiguous run of OW*C input values per output row, multiplied by
+  the filter tiled along the width.
+
+On one BLAS thread a slab is about ``OUT_SLAB_ELEMENTS`` output values, so the
+bias, the activation or the requantization pass over it while it is in
+cache; with several threads slabs are as large as ``SLAB_ELEMENTS`` of im2col
+allows (each BLAS call synchronizes the pool).
 
 Float16 computes in float32. Quantized kernels (QUANT8_ASYMM and _SIGNED
 inputs, per-tensor filters of the same type or TENSOR_QUANT8_SYMM_PER_CHANNEL
-filters) accumulate ``(x - zp_x) * (w - zp_w)`` exactly (float64 matmul:
-every partial sum stays far below 2**53; int32 tap sums for depthwise, which
-wrap as the reference's), add the int32 bias and requantize per output
-channel with the reference's fixed-point multipliers
-(``input_scale * filter_scale[c] / output_scale``).
+filters) accumulate ``(x - zp_x) * (w - zp_w)`` exactly (float32 or float64
+matmul where every partial sum provably fits the mantissa, see ``_qexact``;
+else float64 or int32 tap sums for depthwise, which wrap as the
+reference's), add the int32 bias and requantize per output channel with the
+reference's fixed-point multipliers (``input_scale * filter_scale[c] /
+output_scale``).
 """
 
 from __future__ import annotations
