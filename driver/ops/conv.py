@@ -52,10 +52,9 @@ from nnhal.driver.ops._conv_util import (
     patches,
     read_params,
     requantizer,
-    reshaped,
 )
 from nnhal.driver.ops.common import QUANT8, TENSOR_INT32, check_rank, dtype_of, runtime_failure
-from nnhal.driver.ops.layout import from_nhwc, layout_dims, nhwc_dims, owned, to_nhwc
+from nnhal.driver.ops.layout import from_nhwc, layout_dims, nhwc_dims, to_nhwc
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 from numpy.lib.stride_tricks import as_strided
 

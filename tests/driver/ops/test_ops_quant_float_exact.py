@@ -104,9 +104,7 @@ def test_float_requantizer_at_the_edge_of_its_range(mult, exp):
     ).astype(np.int64)
     acc = np.concatenate([near, -near, np.arange(-300, 300)])[:, None]
     wide = requantizer(m, e, 0, -(2**31), 2**31 - 1, np.int64)(acc.copy())
-    ours = _qexact.float_requantizer(m, e, 0, -(2**31), 2**31 - 1, np.int64)(
-        acc.astype(np.float64)
-    )
+    ours = _qexact.float_requantizer(m, e, 0, -(2**31), 2**31 - 1, np.int64)(acc.astype(np.float64))
     np.testing.assert_array_equal(ours, wide)
 
 
@@ -159,9 +157,7 @@ def test_quant_conv_is_exact_on_every_accumulation_path(channels, spread, bias, 
     out = g.output(T.TENSOR_QUANT8_ASYMM, [1, 3, 3, 3], ys, 7)
     wc = g.constant(T.TENSOR_QUANT8_ASYMM, w, scale=ws, zero_point=zw)
     bc = g.constant(T.TENSOR_INT32, b, scale=xs * ws)
-    g.operation(
-        O.CONV_2D, [inp, wc, bc, *[g.constant(T.INT32, v) for v in (2, 1, 1, 0)]], [out]
-    )
+    g.operation(O.CONV_2D, [inp, wc, bc, *[g.constant(T.INT32, v) for v in (2, 1, 1, 0)]], [out])
     got = compile_model(mb.build()).run([x])[0]
     mult, exp = multipliers(xs, np.array([ws], np.float32), ys)
     want = _quant_conv_reference(x, w, b, 0, zw, mult, exp, 7, 0, 255, np.uint8)
@@ -233,8 +229,11 @@ def test_norm_bound_covers_the_exact_sums(kind_name):
 
     kind = conv.CONV if kind_name == "conv" else conv.DEPTHWISE
     rng = np.random.default_rng(11)
-    shapes = [(1, 3, 3, 40), (1, 1, 1, 7)] if kind_name == "depthwise" else [
-        (16, 3, 3, 64), (8, 1, 1, 4096), (4, 3, 3, 1)]
+    shapes = (
+        [(1, 3, 3, 40), (1, 1, 1, 7)]
+        if kind_name == "depthwise"
+        else [(16, 3, 3, 64), (8, 1, 1, 4096), (4, 3, 3, 1)]
+    )
     for shape in shapes:
         for fill in ("random", "equal", "extreme"):
             if fill == "random":
