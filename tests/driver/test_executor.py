@@ -588,3 +588,21 @@ def test_real_fibonacci_while():
         got = compiled.run([state, np.array([0], np.int32), np.array([steps], np.int32)])[0]
         np.testing.assert_array_equal(got, expected)
     assert ".shape" not in compiled.source(0)  # every shape proven via prepare
+
+
+def test_run_time_shape_rule_is_remembered_per_shapes_not_skipped():
+    """The run-time shape rule of a step with unknown input shapes remembers the shapes
+    it last accepted; other shapes are checked again, every time."""
+    mb = ModelBuilder()
+    a, b = mb.main.input(F32, [0]), mb.main.input(F32, [0])
+    out = mb.main.output(F32, [0])
+    mb.main.operation(O.ADD, [a, b, mb.main.constant(T.INT32, 0)], [out])
+    compiled = compile_model(mb.build())
+    three, four = np.ones(3, np.float32), np.ones(4, np.float32)
+    for _ in range(2):
+        assert compiled.run([three, three])[0].tolist() == [2.0, 2.0, 2.0]
+        with pytest.raises((GeneralFailure, InvalidArgument), match=r"ADD"):
+            compiled.run([three, four])
+        assert compiled.run([four, four])[0].tolist() == [2.0] * 4
+        with pytest.raises((GeneralFailure, InvalidArgument), match=r"ADD"):
+            compiled.run([four, three])
