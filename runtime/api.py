@@ -30,13 +30,14 @@ from typing import Any
 
 import numpy as np
 from nnhal.runtime.devices import MODES, RuntimeDevice, StepModel
-from nnhal.runtime.executor import ExecutionReport, PlanRun
+from nnhal.runtime.executor import ExecutionReport, PlanRun, prime_step, single_report
 from nnhal.runtime.partition import DeviceStep, SubgraphPlan, iter_steps, number_steps, partition
 from nnhal.runtime.reference import reference_device
 
 from nnhal._validation_control_flow import runtime_validation
 from nnhal.errors import HalError, InvalidArgument, OutputInsufficientSize
 from nnhal.types import (
+    LOOP_TIMEOUT_DEFAULT_NS,
     LOOP_TIMEOUT_MAXIMUM_NS,
     ExecutionPreference,
     OutputShape,
@@ -139,6 +140,8 @@ class Compilation:
         self.model = model.hal if isinstance(model, Model) else model
         if not isinstance(model, Model):
             validate_model(self.model)
+        main = self.model.main
+        self.io_counts = (len(main.inputIndexes), len(main.outputIndexes))
         self.reference = reference_device()
         devs = [d for d in devices if not d.is_reference]
         names = [d.name for d in devs]
@@ -155,6 +158,8 @@ class Compilation:
         self.timeout_ns: int | None = None
         self.cache: tuple[str, bytes] | None = None
         self.plan: SubgraphPlan | None = None
+        #: (step, device, prepared step) of a simple plan, set by finish
+        self.single: tuple[DeviceStep, RuntimeDevice, StepModel] | None = None
         self._steps: dict[tuple[int, str], StepModel] = {}
         self._cpu_plan: SubgraphPlan | None = None
         self._lock = threading.Lock()
@@ -200,11 +205,16 @@ class Compilation:
         try:
             for step in iter_steps(plan):
                 if isinstance(step, DeviceStep):
+                    prime_step(step, self.model)
                     self._prepare(step, plan.devices[step.device], deadline)
         except HalError:
             self.release()
             self.plan = None
             raise
+        if plan.simple:  # one step, the whole model on one device: Execution's fast path
+            step = plan.steps[0]
+            device = plan.devices[step.device]
+            self.single = (step, device, self._steps[(step.index, device.name)])
         return self
 
     def _cache_args(self, step: DeviceStep, device: RuntimeDevice) -> dict[str, Any]:
@@ -256,6 +266,7 @@ class Compilation:
     def release(self) -> None:
         with self._lock:
             steps, self._steps = list(self._steps.values()), {}
+            self.single = None
         for s in steps:
             s.release()
 
@@ -271,20 +282,26 @@ class Execution:
 
     _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="nnhal-runtime")
 
+    # Defaults, as class attributes: an execution sets only what it changes (an app makes
+    # one Execution per compute, so this is per-execution work).
+    measure = False
+    timeout_ns: int | None = None
+    loop_timeout_ns: int | None = None
+    results: list[np.ndarray] | None = None
+    _plain_outputs = True  # no output given a buffer or dimensions
+    _started = False
+    _report: ExecutionReport | None = None
+    _single_run: tuple[Any, ...] | None = None  # what the fast path's report needs
+    _output_shapes: tuple[OutputShape, ...] = ()
+
     def __init__(self, compilation: Compilation) -> None:
         if compilation.plan is None:
             raise BadState("the compilation is not finished")
         self.compilation = compilation
-        main = compilation.model.main
-        self.inputs: list[Any] = [_UNSET] * len(main.inputIndexes)
-        self.outputs: list[Any] = [_UNSET] * len(main.outputIndexes)
-        self.measure = False
-        self.timeout_ns: int | None = None
-        self.loop_timeout_ns: int | None = None
-        self.report = ExecutionReport()
-        self._output_shapes: tuple[OutputShape, ...] = ()
-        self.results: list[np.ndarray] | None = None
-        self._started = False
+        n_in, n_out = compilation.io_counts
+        self.inputs: list[Any] = [_UNSET] * n_in
+        self.outputs: list[Any] = [_UNSET] * n_out
+        self._unset = n_in + n_out  # inputs and outputs not set yet
 
     # -- setup ------------------------------------------------------------------
 
@@ -294,9 +311,15 @@ class Execution:
 
     def set_input(self, index: int, value: Any) -> None:
         """setInput; None = omitted (setInput with a null buffer)."""
-        self._settable()
-        _index(index, self.inputs, "input")
-        self.inputs[index] = None if value is None else np.asarray(value)
+        # the checks inline (not _settable/_index): this runs for every input of every execution
+        if self._started:
+            raise BadState("the execution has started")
+        inputs = self.inputs
+        if not 0 <= index < len(inputs):
+            _index(index, inputs, "input")
+        if inputs[index] is _UNSET:
+            self._unset -= 1
+        inputs[index] = None if value is None else np.asarray(value)
 
     def set_input_from_memory(
         self, index: int, memory: Any, offset: int, length: int, dtype, shape
@@ -305,14 +328,25 @@ class Execution:
         self._settable()
         _index(index, self.inputs, "input")
         raw = np.frombuffer(memory.buf, dtype=np.uint8, count=length, offset=offset)
+        if self.inputs[index] is _UNSET:
+            self._unset -= 1
         self.inputs[index] = raw.view(dtype).reshape(shape).copy()
 
     def set_output(self, index: int, buffer: np.ndarray | None = None, shape=None) -> None:
         """setOutput: a buffer to fill (its size is checked: OUTPUT_INSUFFICIENT_SIZE), or just
         the dimensions to expect; None for both = the model's dimensions."""
-        self._settable()
-        _index(index, self.outputs, "output")
-        self.outputs[index] = (buffer, None if shape is None else tuple(shape))
+        if self._started:
+            raise BadState("the execution has started")
+        outputs = self.outputs
+        if not 0 <= index < len(outputs):
+            _index(index, outputs, "output")
+        if outputs[index] is _UNSET:
+            self._unset -= 1
+        if buffer is None and shape is None:
+            outputs[index] = _PLAIN_OUTPUT
+            return
+        self._plain_outputs = False
+        outputs[index] = (buffer, None if shape is None else tuple(shape))
 
     def set_output_from_memory(
         self, index: int, memory: Any, offset: int, length: int, dtype, shape
@@ -321,6 +355,9 @@ class Execution:
         self._settable()
         _index(index, self.outputs, "output")
         view = np.frombuffer(memory.buf, dtype=np.uint8, count=length, offset=offset)
+        if self.outputs[index] is _UNSET:
+            self._unset -= 1
+        self._plain_outputs = False
         self.outputs[index] = (view, tuple(shape), np.dtype(dtype))
 
     def set_measure_timing(self, measure: bool) -> None:
@@ -360,20 +397,59 @@ class Execution:
         ("fenced"); "async" is what start_compute runs."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
-        self._settable()
-        if _UNSET_IN(self.inputs) or _UNSET_IN(self.outputs):
+        if self._started:
+            raise BadState("the execution has started")
+        if self._unset:
             raise BadState("not all inputs and outputs are set")
         self._started = True
-        c = self.compilation
-        shapes = [None if o is None else o[1] for o in self.outputs]
-        deadline = None if self.timeout_ns is None else time.monotonic_ns() + self.timeout_ns
-        run = PlanRun(c, mode=mode, measure=self.measure, deadline_ns=deadline,
-                      loop_timeout_ns=self.loop_timeout_ns, output_shapes=shapes)  # fmt: skip
-        self.report = run.report
-        arrays = run.run(self.inputs)
-        self._deliver(arrays)
+        single = self.compilation.single
+        if single is not None and self._plain_outputs and self.timeout_ns is None:
+            # The fast path (a simple plan, no deadline, no caller's output buffers or
+            # dimensions): the inputs go straight to the one prepared step, and the report is
+            # built only when read. A failure continues in PlanRun from that first attempt
+            # (re-runs, fallbacks), so outcome and report are the general path's.
+            loop = self.loop_timeout_ns  # set_loop_timeout clamped it already
+            try:
+                result = single[2].run(
+                    self.inputs,
+                    single[0].run_shapes,
+                    mode=mode,
+                    measure=self.measure,
+                    deadline_ns=None,
+                    loop_timeout_ns=LOOP_TIMEOUT_DEFAULT_NS if loop is None else loop,
+                )
+            except HalError as exc:
+                arrays = self._plan_run(mode, None).run(self.inputs, first_error=exc)
+            else:
+                self._single_run = (single, result.timing)
+                arrays = result.outputs
+        else:
+            deadline = None if self.timeout_ns is None else time.monotonic_ns() + self.timeout_ns
+            arrays = self._plan_run(mode, deadline).run(self.inputs)
+        if not self._plain_outputs:
+            self._deliver(arrays)
         self.results = arrays
         return arrays
+
+    def _plan_run(self, mode: str, deadline: int | None) -> PlanRun:
+        run = PlanRun(self.compilation, mode=mode, measure=self.measure, deadline_ns=deadline,
+                      loop_timeout_ns=self.loop_timeout_ns,
+                      output_shapes=[o[1] for o in self.outputs])  # fmt: skip
+        self._report = run.report
+        return run
+
+    @property
+    def report(self) -> ExecutionReport:
+        """The execution's report: steps, fallbacks, the runtime's call trace (empty before
+        a compute)."""
+        if self._report is None:
+            done = self._single_run
+            if done is None:
+                self._report = ExecutionReport()
+            else:
+                (step, device, _), timing = done
+                self._report = single_report(step, device.name, timing)
+        return self._report
 
     @property
     def output_shapes(self) -> tuple[OutputShape, ...]:
@@ -389,7 +465,7 @@ class Execution:
     def _deliver(self, arrays: list[np.ndarray]) -> None:
         short = []
         for k, (spec, array) in enumerate(zip(self.outputs, arrays)):
-            if spec is None or spec[0] is None:
+            if spec[0] is None:
                 continue
             buffer = spec[0]
             if array.nbytes > buffer.nbytes:
@@ -403,7 +479,7 @@ class Execution:
                 self.output_shapes,
             )
         for spec, array in zip(self.outputs, arrays):
-            if spec is None or spec[0] is None:
+            if spec[0] is None:
                 continue
             buffer = spec[0]
             flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
@@ -435,13 +511,7 @@ class Execution:
 
 
 _UNSET = object()
-
-
-def _UNSET_IN(items: list) -> bool:
-    for v in items:
-        if v is _UNSET:
-            return True
-    return False
+_PLAIN_OUTPUT = (None, None)  # an output with neither a buffer nor dimensions given
 
 
 def _one_device(compilation: Compilation, what: str) -> None:

@@ -42,7 +42,7 @@ REFERENCE_NAME = "nnapi-reference"
 MODES = ("sync", "async", "burst", "fenced")
 
 
-@dataclass
+@dataclass(slots=True)
 class StepResult:
     outputs: list[np.ndarray]
     shapes: tuple[OutputShape, ...]

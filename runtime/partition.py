@@ -72,6 +72,7 @@ class DeviceStep:
     io: StepIo | None = None
     index: int = 0  # position in the whole plan (for reports)
     guess: list | None = None  # first output buffer shapes (set by the executor)
+    run_shapes: list | None = None  # guess, or None when no output needs one
     writes_main_outputs: bool = False
 
 
