@@ -288,7 +288,8 @@ class Execution:
     timeout_ns: int | None = None
     loop_timeout_ns: int | None = None
     results: list[np.ndarray] | None = None
-    _plain_outputs = True  # no output given a buffer or dimensions
+    _buffers = False  # an output was given a buffer (or memory) to fill
+    _shapes_given = False  # an output was given its dimensions
     _started = False
     _report: ExecutionReport | None = None
     _single_run: tuple[Any, ...] | None = None  # what the fast path's report needs
@@ -345,7 +346,10 @@ class Execution:
         if buffer is None and shape is None:
             outputs[index] = _PLAIN_OUTPUT
             return
-        self._plain_outputs = False
+        if buffer is not None:
+            self._buffers = True
+        if shape is not None:
+            self._shapes_given = True
         outputs[index] = (buffer, None if shape is None else tuple(shape))
 
     def set_output_from_memory(
@@ -357,7 +361,7 @@ class Execution:
         view = np.frombuffer(memory.buf, dtype=np.uint8, count=length, offset=offset)
         if self.outputs[index] is _UNSET:
             self._unset -= 1
-        self._plain_outputs = False
+        self._buffers = self._shapes_given = True
         self.outputs[index] = (view, tuple(shape), np.dtype(dtype))
 
     def set_measure_timing(self, measure: bool) -> None:
@@ -403,16 +407,20 @@ class Execution:
             raise BadState("not all inputs and outputs are set")
         self._started = True
         single = self.compilation.single
-        if single is not None and self._plain_outputs and self.timeout_ns is None:
-            # The fast path (a simple plan, no deadline, no caller's output buffers or
-            # dimensions): the inputs go straight to the one prepared step, and the report is
-            # built only when read. A failure continues in PlanRun from that first attempt
-            # (re-runs, fallbacks), so outcome and report are the general path's.
+        if single is not None and self.timeout_ns is None:
+            # The fast path (a simple plan, no deadline): the inputs go straight to the one
+            # prepared step, and the report is built only when read. A failure continues in
+            # PlanRun from that first attempt (re-runs, fallbacks), so outcome and report are
+            # the general path's.
+            step = single[0]
+            shapes = step.run_shapes
+            if self._shapes_given:  # the caller's dimensions, else the step's first guess
+                shapes = [o[1] if o[1] is not None else g for o, g in zip(self.outputs, step.guess)]
             loop = self.loop_timeout_ns  # set_loop_timeout clamped it already
             try:
                 result = single[2].run(
                     self.inputs,
-                    single[0].run_shapes,
+                    shapes,
                     mode=mode,
                     measure=self.measure,
                     deadline_ns=None,
@@ -426,7 +434,7 @@ class Execution:
         else:
             deadline = None if self.timeout_ns is None else time.monotonic_ns() + self.timeout_ns
             arrays = self._plan_run(mode, deadline).run(self.inputs)
-        if not self._plain_outputs:
+        if self._buffers:
             self._deliver(arrays)
         self.results = arrays
         return arrays

@@ -67,6 +67,8 @@ class Case:
     name: str
     model: Model
     inputs: list[Any]
+    #: the output dimensions to ask for (a file's expected shapes), None: the model's
+    output_shapes: list[Any] | None = None
 
 
 def builtin_cases(sizes: Sequence[int]) -> list[Case]:
@@ -82,7 +84,9 @@ def file_case(path: str, name: str | None) -> Case:
     from nnhal.runtime.api import load_test_model
 
     test = load_test_model(path, name)
-    return Case(test.name, test.model, [None if a is None else np.asarray(a) for a in test.inputs])
+    shapes = [tuple(s) if s and all(s) else None for s in test.expected_shapes]
+    return Case(test.name, test.model, [None if a is None else np.asarray(a) for a in test.inputs],
+                shapes if any(s is not None for s in shapes) else None)  # fmt: skip
 
 
 def interleave(calls: Sequence[Callable[[], object]], rounds: int, iters: int = ITERS) -> list[float]:
@@ -104,24 +108,25 @@ def interleave(calls: Sequence[Callable[[], object]], rounds: int, iters: int = 
     return [statistics.median(t) / 1000.0 for t in times]
 
 
-def runtime_call(compilation: Any, inputs: list[Any]) -> Callable[[], object]:
+def runtime_call(compilation: Any, inputs: list[Any], output_shapes=None) -> Callable[[], object]:
     """One app-style execution per call: create, set every input and output, compute."""
     from nnhal.runtime.api import Execution
 
-    n_out = len(compilation.model.main.outputIndexes)
+    shapes = output_shapes or [None] * len(compilation.model.main.outputIndexes)
 
     def run() -> object:
         e = Execution(compilation)
         for k, value in enumerate(inputs):
             e.set_input(k, value)
-        for k in range(n_out):
-            e.set_output(k)
+        for k, shape in enumerate(shapes):
+            e.set_output(k, None, shape)
         return e.compute()
 
     return run
 
 
-def in_process_call(model: Model, inputs: list[Any]) -> tuple[Callable[[], object], Any]:
+def in_process_call(model: Model, inputs: list[Any],
+                    output_shapes=None) -> tuple[Callable[[], object], Any]:  # fmt: skip
     """The reference driver's prepared model executed directly, as a client lays out a request
     (the call the runtime's CPU device makes); and the prepared model (to release)."""
     from nnhal.runtime.reference import reference_device
@@ -131,7 +136,7 @@ def in_process_call(model: Model, inputs: list[Any]) -> tuple[Callable[[], objec
     prepared = reference_device().driver.prepareModel_1_3(model)
 
     def run() -> object:
-        plan = IoPlan(prepared.model, inputs, None, "inline")
+        plan = IoPlan(prepared.model, inputs, output_shapes, "inline")
         views = [memoryview(bytearray(p.data)) for p in plan.request.pools]
         shapes, _ = prepared.execute(plan.request, views)
         return plan.read_outputs(shapes, {1: bytes(views[1])})
@@ -139,10 +144,11 @@ def in_process_call(model: Model, inputs: list[Any]) -> tuple[Callable[[], objec
     return run, None
 
 
-def grpc_call(device: Any, model: Model, inputs: list[Any]) -> tuple[Callable[[], object], Any]:
+def grpc_call(device: Any, model: Model, inputs: list[Any],
+              output_shapes=None) -> tuple[Callable[[], object], Any]:  # fmt: skip
     """``nnhal.client.PreparedModel.execute`` on a served device; and the prepared model."""
     prepared = device.device.prepareModel_1_3(model)
-    return (lambda: prepared.execute(inputs)), prepared
+    return (lambda: prepared.execute(inputs, output_shapes=output_shapes)), prepared
 
 
 def measure_case(case: Case, devices: list[Any], rounds: int, iters: int = ITERS) -> dict:
@@ -156,16 +162,17 @@ def measure_case(case: Case, devices: list[Any], rounds: int, iters: int = ITERS
         plan = compilation.plan
         used = sorted({plan.devices[s.device].name for s in plan.steps if isinstance(s, DeviceStep)})
         target = plan.devices[plan.steps[0].device] if plan.simple else compilation.reference
-        calls = [runtime_call(compilation, case.inputs)]
+        shapes = case.output_shapes
+        calls = [runtime_call(compilation, case.inputs, shapes)]
         reuse = None
         if target.is_reference:
-            direct, prepared = in_process_call(case.model, case.inputs)
+            direct, prepared = in_process_call(case.model, case.inputs, shapes)
             how = "in-process"
             # the runtime's CPU device reuses its request layout; so does this baseline
             reused = ReferenceStep(reference_device().driver.prepareModel_1_3(case.model))
-            calls += [direct, lambda: reused.run(case.inputs, None)]
+            calls += [direct, lambda: reused.run(case.inputs, shapes)]
         else:
-            direct, prepared = grpc_call(target, case.model, case.inputs)
+            direct, prepared = grpc_call(target, case.model, case.inputs, shapes)
             how = "over gRPC"
             calls.append(direct)
         try:
@@ -274,6 +281,9 @@ def cmd_bench_runtime(args: argparse.Namespace) -> int:
         rows = run_bench(cases, args.runtime_targets or [], args.rounds)
     except HalError as exc:
         print(f"nnhal bench --runtime: {exc.status.name}: {exc.message}", file=sys.stderr)
+        return 1
+    except ValueError as exc:  # inputs the model cannot take
+        print(f"nnhal bench --runtime: {exc}", file=sys.stderr)
         return 1
     print_rows(rows)
     if args.json:

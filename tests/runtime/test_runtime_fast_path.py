@@ -102,3 +102,34 @@ def test_layout_reuse_keeps_each_execution_its_own_outputs():
     np.testing.assert_array_equal(second[0], (Y + X) * X - X)
     np.testing.assert_array_equal(third[0], EXPECTED)
     assert not np.shares_memory(first[0], second[0]) and first[0].flags.writeable
+
+
+def test_fast_path_with_the_callers_dimensions_and_buffer():
+    compilation = Compilation(_unknown_size_model()).finish()
+    x = np.array([1.0, 2.0], np.float32)
+    try:
+        execution = Execution(compilation)
+        execution.set_input(0, x)
+        execution.set_output(0, None, (2,))  # the size known: no re-run
+        np.testing.assert_array_equal(execution.compute()[0], x + x)
+        general = PlanRun(compilation, output_shapes=[(2,)])
+        general.run([x])
+        assert execution.report.to_json() == general.report.to_json()
+        assert execution.report.steps[0].reruns == 0
+        buffer = np.zeros(2, np.float32)
+        execution = Execution(compilation)
+        execution.set_input(0, x)
+        execution.set_output(0, buffer)
+        execution.compute()
+        np.testing.assert_array_equal(buffer, x + x)
+        small = np.zeros(1, np.float32)
+        execution = Execution(compilation)
+        execution.set_input(0, x)
+        execution.set_output(0, small)
+        with pytest.raises(Exception, match="smaller than the results") as err:
+            execution.compute()
+        assert type(err.value).__name__ == "OutputInsufficientSize"
+        assert execution.output_shapes[0].dimensions == (2,)
+        assert not execution.output_shapes[0].isSufficient
+    finally:
+        compilation.release()
