@@ -243,7 +243,8 @@ def run_bench(cases: list[Case], targets: Sequence[str], rounds: int, iters: int
     return rows
 
 
-def print_rows(rows: list[dict], out: Any = sys.stdout) -> None:
+def print_rows(rows: list[dict], out: Any = None) -> None:
+    out = out or sys.stdout  # looked up now (the one in force, not the one at import)
     if not rows:
         return
     r0 = rows[0]
