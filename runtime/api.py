@@ -39,10 +39,13 @@ from nnhal.errors import HalError, InvalidArgument, OutputInsufficientSize
 from nnhal.types import (
     LOOP_TIMEOUT_DEFAULT_NS,
     LOOP_TIMEOUT_MAXIMUM_NS,
+    ErrorStatus,
     ExecutionPreference,
+    OperationType,
     OutputShape,
     Priority,
     Timing,
+    is_extension_type,
 )
 from nnhal.types import (
     Model as HalModel,
@@ -158,6 +161,8 @@ class Compilation:
         self.timeout_ns: int | None = None
         self.cache: tuple[str, bytes] | None = None
         self.plan: SubgraphPlan | None = None
+        #: the preparation failure that sent the whole model to nnapi-reference (finish)
+        self.fallback: dict[str, str] | None = None
         #: (step, device, prepared step) of a simple plan, set by finish
         self.single: tuple[DeviceStep, RuntimeDevice, StepModel] | None = None
         self._steps: dict[tuple[int, str], StepModel] = {}
@@ -196,26 +201,51 @@ class Compilation:
     # -- finish ---------------------------------------------------------------
 
     def finish(self) -> Compilation:
-        """Partition, then prepare every step on its device (BAD_STATE when finished)."""
+        """Partition, then prepare every step on its device (BAD_STATE when finished).
+
+        A preparation failing with any status but INVALID_ARGUMENT (the app's error: BAD_DATA)
+        makes the whole model go to ``nnapi-reference`` instead, as CompilationBuilder::finish
+        does, unless the compilation has no CPU device or the model has an OEM or extension
+        operation; ``self.fallback`` then records it."""
         self._settable()
         plan = partition(self.model, self.devices, self.preference)
         number_steps(plan)
         deadline = None if self.timeout_ns is None else time.monotonic_ns() + self.timeout_ns
-        self.plan = plan
         try:
-            for step in iter_steps(plan):
-                if isinstance(step, DeviceStep):
-                    prime_step(step, self.model)
-                    self._prepare(step, plan.devices[step.device], deadline)
-        except HalError:
+            self._prepare_plan(plan, deadline)
+        except HalError as exc:
             self.release()
-            self.plan = None
-            raise
+            if exc.status == ErrorStatus.INVALID_ARGUMENT or not self._may_fall_back():
+                raise
+            self.fallback = {"status": exc.status.name, "message": exc.message}
+            plan = self.cpu_plan()
+            try:
+                self._prepare_plan(plan, deadline)
+            except HalError:
+                self.release()
+                raise
+        self.plan = plan
         if plan.simple:  # one step, the whole model on one device: Execution's fast path
             step = plan.steps[0]
             device = plan.devices[step.device]
             self.single = (step, device, self._steps[(step.index, device.name)])
         return self
+
+    def _prepare_plan(self, plan: SubgraphPlan, deadline: int | None) -> None:
+        for step in iter_steps(plan):
+            if isinstance(step, DeviceStep):
+                prime_step(step, self.model)
+                self._prepare(step, plan.devices[step.device], deadline)
+
+    def _may_fall_back(self) -> bool:
+        """partitioningAllowsFallback, and no OEM or extension operation (the CPU has none)."""
+        if not self.allow_fallback:
+            return False
+        for sub in (self.model.main, *self.model.referenced):
+            for op in sub.operations:
+                if op.type == OperationType.OEM_OPERATION or is_extension_type(op.type):
+                    return False
+        return True
 
     def _cache_args(self, step: DeviceStep, device: RuntimeDevice) -> dict[str, Any]:
         if self.cache is None or device.is_reference:

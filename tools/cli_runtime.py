@@ -258,6 +258,8 @@ def cmd_run(args: argparse.Namespace, inputs: list[Any] | None = None) -> int:
         finally:
             compilation.release()
         doc["report"] = execution.report.to_json()
+        if compilation.fallback:  # a device failed to prepare: the whole model on the CPU
+            doc["report"]["compilation_fallback"] = compilation.fallback
     finally:
         _close(devices)
     print(json.dumps(doc, indent=1))
