@@ -75,7 +75,7 @@ class _Layout:
     request's as they are), and the output shapes asked for."""
 
     __slots__ = ("key", "shapes_asked", "args_in", "args_out", "locations", "in_size",
-                 "out_size", "outputs")  # fmt: skip
+                 "out_size", "out_pool", "outputs")  # fmt: skip
 
     @classmethod
     def of(cls, plan: IoPlan, model: Model, inputs, output_shapes) -> _Layout | None:
@@ -102,6 +102,7 @@ class _Layout:
         ]
         layout.in_size = len(plan.request.pools[0].data)
         layout.out_size = len(plan.request.pools[1].data)
+        layout.out_pool = InlineMemory(bytes(layout.out_size))  # zeros, immutable: shared
         layout.outputs = plan.outputs
         return layout
 
@@ -126,7 +127,7 @@ class _Layout:
         for value, at in zip(inputs, self.locations):
             if at is not None:
                 buffer[at[0] : at[1]] = value.tobytes()
-        pools = (InlineMemory(bytes(buffer)), InlineMemory(bytes(self.out_size)))
+        pools = (InlineMemory(bytes(buffer)), self.out_pool)
         request = Request(inputs=self.args_in, outputs=self.args_out, pools=pools)
         return request, [memoryview(buffer), memoryview(bytearray(self.out_size))]
 
