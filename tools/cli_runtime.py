@@ -1,4 +1,5 @@
-"""CLI of the emulated NNAPI runtime: ``nnhal plan`` and ``--runtime`` for run / vectors.
+"""CLI of the emulated NNAPI runtime: ``nnhal plan`` and ``--runtime`` for run / vectors
+(``nnhal bench --runtime`` lives in ``nnhal.tools.bench_runtime``).
 
     nnhal plan MODEL [--name NAME] [--target ADDR[/DEVICE]]... [--preference P] [--json]
     nnhal run MODEL --runtime [--target ADDR[/DEVICE]]... [--preference P] [--mode M]
