@@ -460,6 +460,7 @@ class Execution:
                 arrays = self._plan_run(mode, None).run(self.inputs, first_error=exc)
             else:
                 self._single_run = (single, result.timing)
+                self._report = None  # built from _single_run when read (even if read before)
                 arrays = result.outputs
         else:
             deadline = None if self.timeout_ns is None else time.monotonic_ns() + self.timeout_ns

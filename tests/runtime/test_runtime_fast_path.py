@@ -54,6 +54,7 @@ def test_report_is_empty_before_compute_and_a_bad_state_after():
     execution.set_input(1, Y)
     execution.set_output(0)
     execution.compute()
+    assert [s["device"] for s in execution.report.to_json()["steps"]] == ["nnapi-reference"]
     with pytest.raises(Exception, match="has started"):
         execution.set_input(0, X)
     with pytest.raises(Exception, match="has started"):
