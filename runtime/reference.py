@@ -10,11 +10,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import numpy as np
 from nnhal.driver.device import Device
 from nnhal.driver.profile import load_profile
 from nnhal.runtime.devices import REFERENCE_NAME, RuntimeDevice, StepModel, StepResult
-
-import numpy as np
 
 from nnhal._client_io import IoPlan
 from nnhal.errors import InvalidArgument
@@ -74,8 +73,17 @@ class _Layout:
     input's dtype and shape exactly as the model's type encodes them (so its bytes are the
     request's as they are), and the output shapes asked for."""
 
-    __slots__ = ("key", "shapes_asked", "args_in", "args_out", "locations", "in_size",
-                 "out_size", "out_pool", "outputs")  # fmt: skip
+    __slots__ = (
+        "args_in",
+        "args_out",
+        "in_size",
+        "key",
+        "locations",
+        "out_pool",
+        "out_size",
+        "outputs",
+        "shapes_asked",
+    )  # fmt: skip
 
     @classmethod
     def of(cls, plan: IoPlan, model: Model, inputs, output_shapes) -> _Layout | None:

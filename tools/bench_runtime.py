@@ -74,8 +74,7 @@ class Case:
 def builtin_cases(sizes: Sequence[int]) -> list[Case]:
     rng = np.random.default_rng(1)
     return [
-        Case(f"fc-add-relu-{s}", bench_model(s),
-             [rng.standard_normal((s, s)).astype(np.float32)])  # fmt: skip
+        Case(f"fc-add-relu-{s}", bench_model(s), [rng.standard_normal((s, s)).astype(np.float32)])
         for s in sizes
     ]
 
@@ -89,7 +88,9 @@ def file_case(path: str, name: str | None) -> Case:
                 shapes if any(s is not None for s in shapes) else None)  # fmt: skip
 
 
-def interleave(calls: Sequence[Callable[[], object]], rounds: int, iters: int = ITERS) -> list[float]:
+def interleave(
+    calls: Sequence[Callable[[], object]], rounds: int, iters: int = ITERS
+) -> list[float]:
     """Median µs per call of each; every call is timed on its own, the calls alternate one
     by one (the order rotating each round), so load spikes on a shared machine hit all
     alike and the medians ignore them."""
@@ -160,7 +161,9 @@ def measure_case(case: Case, devices: list[Any], rounds: int, iters: int = ITERS
     compilation = Compilation(case.model, devices).finish()
     try:
         plan = compilation.plan
-        used = sorted({plan.devices[s.device].name for s in plan.steps if isinstance(s, DeviceStep)})
+        used = sorted(
+            {plan.devices[s.device].name for s in plan.steps if isinstance(s, DeviceStep)}
+        )
         target = plan.devices[plan.steps[0].device] if plan.simple else compilation.reference
         shapes = case.output_shapes
         calls = [runtime_call(compilation, case.inputs, shapes)]
@@ -203,11 +206,10 @@ def measure_case(case: Case, devices: list[Any], rounds: int, iters: int = ITERS
 def served_npu() -> tuple[Any, Any]:
     """A driver served on a loopback port of this process, faster than the CPU for every
     type (so a model it supports goes to it whole); its runtime device and the server."""
-    from nnhal.runtime.devices import connect_target
-
     from nnhal.driver.device import Device
     from nnhal.driver.profile import parse_profile
     from nnhal.driver.server import create_server
+    from nnhal.runtime.devices import connect_target
 
     profile = {"name": "bench-npu", "type": "ACCELERATOR",
                "capabilities": {"default": {"execTime": 0.5, "powerUsage": 0.5}}}  # fmt: skip

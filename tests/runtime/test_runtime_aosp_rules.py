@@ -87,43 +87,44 @@ def test_a_wrong_length_support_answer_means_no_support(monkeypatch):
 
 @pytest.mark.parametrize("status", ["GENERAL_FAILURE", "DEVICE_UNAVAILABLE"])
 def test_a_failed_preparation_sends_the_whole_model_to_the_cpu(status):
-    with served(profile("npu", exclude=["MUL"])) as (address, (npu,)):
-        with Control(address) as control:
-            control.set_faults(
-                [{"method": "prepareModel_1_3", "status": status, "when": "nth", "n": 2}],
-                device="npu",
-            )
-            compilation = Compilation(chain_model(), [npu]).finish()  # npu's 2nd step fails
-            try:
-                assert compilation.fallback["status"] == status
-                assert compilation.plan.simple
-                assert compilation.plan.devices[compilation.plan.steps[0].device].is_reference
-                execution = Execution(compilation)
-                execution.set_input(0, X)
-                execution.set_input(1, Y)
-                execution.set_output(0)
-                outs = execution.compute()
-            finally:
-                compilation.release()
+    with (
+        served(profile("npu", exclude=["MUL"])) as (address, (npu,)),
+        Control(address) as control,
+    ):
+        control.set_faults(
+            [{"method": "prepareModel_1_3", "status": status, "when": "nth", "n": 2}],
+            device="npu",
+        )
+        compilation = Compilation(chain_model(), [npu]).finish()  # npu's 2nd step fails
+        try:
+            assert compilation.fallback["status"] == status
+            assert compilation.plan.simple
+            assert compilation.plan.devices[compilation.plan.steps[0].device].is_reference
+            execution = Execution(compilation)
+            execution.set_input(0, X)
+            execution.set_input(1, Y)
+            execution.set_output(0)
+            outs = execution.compute()
+        finally:
+            compilation.release()
     np.testing.assert_array_equal(outs[0], EXPECTED)
     assert [s.device for s in execution.report.steps] == ["nnapi-reference"]
 
 
 def test_no_compile_fallback_for_invalid_argument_or_without_the_cpu():
-    with served(profile("npu")) as (address, (npu,)):
-        with Control(address) as control:
-            control.set_faults(
-                [{"method": "prepareModel_1_3", "status": "INVALID_ARGUMENT", "when": "always"}],
-                device="npu",
-            )
-            with pytest.raises(InvalidArgument):  # the app's error (BAD_DATA): no fallback
-                Compilation(chain_model(), [npu]).finish()
-            control.set_faults(
-                [{"method": "prepareModel_1_3", "status": "GENERAL_FAILURE", "when": "always"}],
-                device="npu",
-            )
-            compilation = Compilation(chain_model(), [npu], use_reference=False)
-            with pytest.raises(Exception, match="GENERAL_FAILURE|injected") as err:
-                compilation.finish()  # createForDevices: no fallback
-            assert type(err.value).__name__ == "GeneralFailure"
-            assert compilation.plan is None and compilation.fallback is None
+    with served(profile("npu")) as (address, (npu,)), Control(address) as control:
+        control.set_faults(
+            [{"method": "prepareModel_1_3", "status": "INVALID_ARGUMENT", "when": "always"}],
+            device="npu",
+        )
+        with pytest.raises(InvalidArgument):  # the app's error (BAD_DATA): no fallback
+            Compilation(chain_model(), [npu]).finish()
+        control.set_faults(
+            [{"method": "prepareModel_1_3", "status": "GENERAL_FAILURE", "when": "always"}],
+            device="npu",
+        )
+        compilation = Compilation(chain_model(), [npu], use_reference=False)
+        with pytest.raises(Exception, match="GENERAL_FAILURE|injected") as err:
+            compilation.finish()  # createForDevices: no fallback
+        assert type(err.value).__name__ == "GeneralFailure"
+        assert compilation.plan is None and compilation.fallback is None

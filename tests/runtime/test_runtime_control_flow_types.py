@@ -41,7 +41,7 @@ SHAPES = {"unknown_dims": [0, 0], "unknown_rank": None}
 
 
 def _value(name):
-    code, dtype, scale, zp = CORPUS_TYPES[name]
+    dtype = CORPUS_TYPES[name][1]
     if dtype is np.bool_:
         return np.array([[True, False], [False, True], [True, True]])
     return (np.arange(6).reshape(3, 2) * 3 + 1).astype(dtype)
