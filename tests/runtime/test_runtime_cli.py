@@ -102,3 +102,22 @@ def test_bench_runtime_without_targets_measures_in_process_and_over_grpc(capsys)
     assert "simple plan on nnapi-reference" in lines[1] and "in-process" in lines[1]
     assert "direct reusing its request layout" in lines[2]
     assert "simple plan on bench-npu" in lines[3] and "over gRPC, bench-npu" in lines[3]
+
+
+def test_run_and_vectors_report_a_compilation_fallback(model_file, capsys):
+    from nnhal.control import Control
+
+    with served(profile("npu")) as (address, _), Control(address) as control:
+        control.set_faults(
+            [{"method": "prepareModel_1_3", "status": "GENERAL_FAILURE", "when": "always"}],
+            device="npu",
+        )
+        target = f"{address}/npu"
+        assert main(["run", model_file, "--runtime", "--target", target]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["outputs"] == [[16.0, 30.0, 48.0]]
+        assert doc["report"]["compilation_fallback"]["status"] == "GENERAL_FAILURE"
+        assert [s["device"] for s in doc["report"]["steps"]] == ["nnapi-reference"]
+        assert main(["vectors", model_file, "--runtime", "--target", target, "--no-progress"]) == 0
+        out = capsys.readouterr().out
+        assert "1 passed, 0 failed" in out and "1 with a CPU fallback" in out
