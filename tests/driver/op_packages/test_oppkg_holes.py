@@ -444,23 +444,108 @@ def test_extension_output_runs_on_the_device(tmp_path: Path) -> None:
     np.testing.assert_array_equal(out, x.astype(np.int64) * 3_000_000_000)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="nnhal._client_io.IoPlan (not this package's file) refuses outputs whose type has "
-    "no numpy layout; it needs the output dtype from the caller",
-)
-def test_client_returns_extension_typed_outputs(tmp_path: Path) -> None:
+@pytest.fixture
+def wide_server(tmp_path: Path):
+    """A server whose device runs the INT_64-output package on HTP (all of it supported, so
+    getSupportedExtensions lists its operand types), and a client connected to it."""
     from nnhal.driver.service import create_server
 
     from nnhal.client import connect
 
     device = Device(op_packages=_two_op_package(tmp_path), package_backend="HTP")
     server, address = create_server(device, "127.0.0.1:0")
+    client = connect(address)
     try:
-        prepared = connect(address).prepareModel_1_3(_widen_model())
-        x = np.array([1, -2, 3], np.int32)
-        result = prepared.execute([x])
-        assert result.outputs[0].tobytes() == (x.astype(np.int64) * 3_000_000_000).tobytes()
+        yield client
     finally:
+        client.close()
         server.stop(None)
+        device.close()
+
+
+WIDE_X = np.array([1, -2, 2_000_000_000], np.int32)
+# beyond int32, and the last beyond 2**53 (where float64 no longer tells n from n + 1)
+WIDE_Y = WIDE_X.astype(np.int64) * 3_000_000_000
+
+
+@pytest.mark.parametrize("path", ["sync", "async", "shared", "burst", "fenced"])
+def test_client_returns_extension_typed_outputs(wide_server, path: str) -> None:
+    prepared = wide_server.prepareModel_1_3(_widen_model())
+    dtypes = [np.int64]
+    if path == "burst":
+        with prepared.burst() as burst:
+            (out,) = burst.execute([WIDE_X], output_dtypes=dtypes).outputs
+    elif path == "fenced":
+        (out,), _ = prepared.execute_fenced([WIDE_X], output_dtypes=dtypes)
+    else:
+        out = prepared.execute(
+            [WIDE_X],
+            output_dtypes=dtypes,
+            memory="shared" if path == "shared" else "inline",
+            synchronous=path != "async",
+        ).outputs[0]
+    assert out.dtype == np.int64
+    np.testing.assert_array_equal(out, WIDE_Y)
+
+
+@pytest.mark.parametrize(
+    ("dtypes", "fragment"),
+    [
+        (None, "has no numpy layout: pass output_dtypes=[...] with its element dtype at index 0"),
+        ([np.int32], "8 byte(s) per element as the device lists it (getSupportedExtensions); "
+                     "output_dtypes[0] int32 has 4"),
+        (["no-such-type"], "output_dtypes[0]: 'no-such-type' is not a numpy dtype"),
+        ([object], "output_dtypes[0]: object is not a fixed-size number type"),
+        ([np.int64, np.int64], "the model has 1 outputs; output_dtypes has 2 entries"),
+        ("int64", "output_dtypes is not a sequence"),
+    ],
+)  # fmt: skip
+def test_client_refuses_a_bad_output_dtype_request(wide_server, dtypes, fragment: str) -> None:
+    prepared = wide_server.prepareModel_1_3(_widen_model())
+    with pytest.raises(ValueError) as info:
+        prepared.execute([WIDE_X], output_dtypes=dtypes)
+    assert fragment in str(info.value)
+    # the device is untouched by a refused request: the right one still runs
+    np.testing.assert_array_equal(
+        prepared.execute([WIDE_X], output_dtypes=[np.int64]).outputs[0], WIDE_Y
+    )
+
+
+def test_client_refuses_a_dtype_for_an_nnapi_output(wide_server) -> None:
+    mb = ModelBuilder()
+    g = mb.main
+    a, b = g.input(T.TENSOR_FLOAT32, [2]), g.input(T.TENSOR_FLOAT32, [2])
+    y = g.output(T.TENSOR_FLOAT32, [2])
+    g.operation(0, [a, b, g.constant(T.INT32, 0)], [y])  # ADD
+    prepared = wide_server.prepareModel_1_3(mb.build())
+    x = np.ones(2, np.float32)
+    with pytest.raises(ValueError, match=r"is TENSOR_FLOAT32, read as float32; "
+                       r"output_dtypes\[0\] asks for float64"):  # fmt: skip
+        prepared.execute([x, x], output_dtypes=[np.float64])
+    assert prepared.execute([x, x], output_dtypes=[None]).outputs[0].tolist() == [2.0, 2.0]
+
+
+def test_vectors_run_extension_typed_outputs(tmp_path: Path) -> None:
+    """A model file with an INT_64 output runs through `nnhal vectors` (the vector runner
+    passes the expected value's dtype), and a result off by one fails it, also beyond
+    2**53."""
+    from nnhal.tools.local import local_device
+
+    from nnhal.vector_runner import run_test_model
+    from nnhal.vectors import TestModel, load_vectors, save_vectors
+
+    packages = _two_op_package(tmp_path)
+    path = tmp_path / "wide.json"
+    tests = [
+        TestModel(name=name, model=_widen_model(), inputs=[WIDE_X], expected=[y],
+                  expected_shapes=[(3,)], output_types=[5 << 16], ignored=[False])
+        for name, y in (("right", WIDE_Y), ("wrong", WIDE_Y + [0, 0, 1]))
+    ]  # fmt: skip
+    save_vectors(path, tests)
+    right, wrong = load_vectors(path)
+    with local_device(None, op_packages=packages, package_backend="HTP") as dev:
+        assert run_test_model(dev, right).result == "passed"
+        failed = run_test_model(dev, wrong)
+    assert failed.result == "failed", failed
+    assert "1 of 3 elements outside exact; worst at [2]: expected 6000000000000000001, got " \
+        "6000000000000000000" in failed.error
