@@ -175,3 +175,25 @@ def test_op_package_with_target_is_a_usage_error(capsys) -> None:
     assert "--op-package and --package-backend configure the in-process driver" in (
         capsys.readouterr().err
     )
+
+
+def test_oppkg_test_without_hypothesis_exits_1_with_the_install_hint(monkeypatch, capsys) -> None:
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        tomllib = pytest.importorskip("tomli")
+    monkeypatch.setitem(sys.modules, "hypothesis", None)  # `import hypothesis` fails
+    config = str(EXAMPLES / "snpe_json" / "scale_shift.json")
+    assert main(["oppkg", "test", config, "--examples", "1"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        "nnhal oppkg test: error: needs hypothesis, which is not installed: "
+        "pip install 'nnhal[oppkg]' (or pip install hypothesis)\n"
+    )
+    # the extra the hint names exists and brings hypothesis
+    with open(REPO_ROOT / "pyproject.toml", "rb") as fh:
+        extras = tomllib.load(fh)["project"]["optional-dependencies"]
+    assert any(req.startswith("hypothesis") for req in extras["oppkg"])
