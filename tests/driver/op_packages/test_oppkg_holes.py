@@ -250,12 +250,19 @@ def _package_with_rule(tmp_path: Path, rule: str) -> Path:
         ('("OtherPkg::MyScale", "x")', "names package 'OtherPkg'; a rule may name NNAPI"),
         ('("Scale", "z")', "replacement variable 'z' is not bound by the pattern"),
         ('("NoSuchOp", "x")', "'NoSuchOp' is neither an NNAPI operation nor one of package"),
+        # a cross-package name in the pattern (HTP syntax): refused, not silently unmatched
+        ("CROSS", "pattern operation 'OtherPkg::MyScale' names package 'OtherPkg'; a rule may "
+                  "name NNAPI operations and operations of its own package 'RulePkg' only"),
     ],
-)
+)  # fmt: skip
 def test_bad_rules_refused_when_the_package_loads(
     tmp_path: Path, replacement: str, fragment: str
 ) -> None:
-    config = _package_with_rule(tmp_path, replacement)
+    cross = replacement == "CROSS"
+    config = _package_with_rule(tmp_path, '("Scale", "x")' if cross else replacement)
+    if cross:
+        kernel = tmp_path / "kernels" / "scale.py"
+        kernel.write_text(kernel.read_text().replace('("Scale", "x")),', '("OtherPkg::MyScale", "x")),'))
     with pytest.raises(ConfigError) as info:
         load_path(config)
     assert str(info.value).startswith(f"{tmp_path / 'kernels' / 'scale.py'}:10: RULES: ")
@@ -344,6 +351,40 @@ def test_enumeration_value_out_of_range_unsupported(tmp_path: Path) -> None:
     supported, reasons = device.explainSupportedOperations(_enum_model(7))
     assert supported == [False]
     assert "is 7; its Enumeration allows 0=" in reasons[0]
+
+
+def test_enumeration_value_given_at_execution_is_checked(tmp_path: Path) -> None:
+    """A parameter that is a model input is supported (its value is not known yet); a value
+    outside the Enumeration fails that execution naming the operation, the parameter and
+    the values, and an allowed one runs."""
+    from nnhal.driver.service import create_server
+
+    from nnhal.client import connect
+    from nnhal.errors import GeneralFailure
+
+    mb = ModelBuilder()
+    mb.extension(ENUM_PKG, 3)
+    g = mb.main
+    x, mode = g.input(T.TENSOR_FLOAT32, [2]), g.input(T.INT32, [])
+    y = g.output(T.TENSOR_FLOAT32, [2])
+    g.operation((3 << 16) | 0, [x, mode], [y])
+    model = mb.build()
+    device = Device(op_packages=_enum_package(tmp_path))
+    assert device.getSupportedOperations_1_3(model) == [True]
+    server, address = create_server(device, "127.0.0.1:0")
+    client = connect(address)
+    try:
+        prepared = client.prepareModel_1_3(model)
+        ones = np.ones(2, np.float32)
+        with pytest.raises(GeneralFailure) as info:
+            prepared.execute([ones, np.int32(7)])
+        assert "Pkg.MyOp (subgraph 0, operation 0): param 'mode' (input 1) is 7; its " \
+            "Enumeration allows 0=lo, 1=hi (value given at execution time)" in str(info.value)
+        assert prepared.execute([ones, np.int32(1)]).outputs[0].tolist() == [2.0, 2.0]
+    finally:
+        client.close()
+        server.stop(None)
+        device.close()
 
 
 def _two_op_package(tmp_path: Path):
@@ -549,3 +590,33 @@ def test_vectors_run_extension_typed_outputs(tmp_path: Path) -> None:
     assert failed.result == "failed", failed
     assert "1 of 3 elements outside exact; worst at [2]: expected 6000000000000000001, got " \
         "6000000000000000000" in failed.error
+
+
+def test_cts_takes_op_packages_and_extension_typed_outputs(tmp_path: Path, capsys) -> None:
+    """`nnhal cts` without --target loads --op-package for its in-process driver; a model
+    file with an INT_64 output passes its vectors family; the request layout of the other
+    families (cts.paths.layout) reads that output as int64."""
+    from nnhal.cts.paths import layout
+
+    from nnhal.vectors import TestModel, load_vectors, save_vectors
+
+    _two_op_package(tmp_path)
+    path = tmp_path / "wide.json"
+    save_vectors(path, [TestModel(name="wide", model=_widen_model(), inputs=[WIDE_X],
+                                  expected=[WIDE_Y], expected_shapes=[(3,)],
+                                  output_types=[5 << 16], ignored=[False])])  # fmt: skip
+    args = ["cts", "--families", "vectors", "--vectors", str(path), "--no-corpus", "--no-progress"]
+    config = ["--op-package", str(tmp_path / "i64.xml"), "--package-backend", "HTP"]
+    assert main([*args, *config]) == 0
+    out = capsys.readouterr().out
+    assert "1 passed, 0 failed, 0 skipped" in out
+    assert main(args) == 0  # without the package: the device does not know the extension
+    assert "0 passed, 0 failed, 1 skipped" in capsys.readouterr().out
+    (test,) = load_vectors(path)
+    plan = layout(test, outputs="specified")
+    try:
+        assert plan is not None
+        ((_, dims, dtype, size, _),) = plan.outputs
+        assert (dims, dtype, size) == ((3,), np.dtype(np.int64), 24)
+    finally:
+        plan.close()
