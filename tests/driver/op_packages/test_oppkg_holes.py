@@ -86,6 +86,44 @@ def test_backend_specific_backend_without_list_refused(tmp_path: Path) -> None:
     assert "there is none for HTP" in err.detail
 
 
+LAYOUT_SUPPLEMENT = """<SupplementalOpDefList Backend="CPU"><SupplementalOpDef><Name>MyOp</Name>
+          <Input><Name>x</Name>{shape}</Input>
+          </SupplementalOpDef></SupplementalOpDefList>"""
+
+
+@pytest.mark.parametrize(
+    ("supplement", "fragment"),
+    [
+        ("", "Layout BACKEND_SPECIFIC needs a SupplementalOpDefList giving it a Layout, but "
+             "there is none for any backend"),
+        (LAYOUT_SUPPLEMENT.format(shape=""),
+         "Layout BACKEND_SPECIFIC but backend CPU gives no SupplementalOpDef Layout for it"),
+    ],
+)  # fmt: skip
+def test_backend_specific_layout_needs_a_supplement(
+    tmp_path: Path, supplement: str, fragment: str
+) -> None:
+    """The seed: a BACKEND_SPECIFIC Layout "must be used in conjunction with a
+    SupplementalOpDef to specify a concrete layout", as a BACKEND_SPECIFIC Datatype."""
+    shape = "<Shape><Rank>4D</Rank><Layout>BACKEND_SPECIFIC</Layout></Shape>"
+
+    def config(supplement: str) -> str:
+        return _xml("", supplement).replace(
+            "<Input><Name>x</Name><Datatype>QNN_DATATYPE_FLOAT_32</Datatype></Input>",
+            f"<Input><Name>x</Name><Datatype>QNN_DATATYPE_FLOAT_32</Datatype>{shape}</Input>",
+            1,
+        )
+
+    err = _refused(tmp_path, "layout.xml", config(supplement))
+    assert err.line == 6 and err.element == "MyOp input 'x'"
+    assert fragment in err.detail
+    # a supplement giving the layout resolves it
+    good = tmp_path / "layout_ok.xml"
+    good.write_text(config(LAYOUT_SUPPLEMENT.format(shape="<Shape><Layout>NHWC</Layout></Shape>")))
+    (spec,) = load_config(good)
+    assert spec.resolved("CPU").op("MyOp").inputs[0].layout == "NHWC"
+
+
 @pytest.mark.parametrize(
     ("param", "fragment"),
     [
@@ -208,6 +246,58 @@ def test_ascend_keys_accepted_with_meaning(tmp_path: Path) -> None:
     bad.write_text(path.read_text().replace("jitCompile.flag=true", "jitCompile.flag=maybe"))
     err = _refused(tmp_path, "bad_flag.ini", bad.read_bytes())
     assert err.line == 10 and "'maybe' is not true/false" in err.detail
+
+
+ASCEND_SEED_KEYS = """\
+[AllKeys]
+input0.name=x
+input0.paramType=required
+input0.dtype=float16,float
+input0.format=ND,ND
+input0.reshapeType=NC
+input0.shape=all
+input1.name=b
+input1.paramType=optional
+input1.dtype=float16,float
+input1.format=ND,ND
+output0.name=y
+output0.paramType=required
+output0.dtype=float16,float
+output0.format=ND,ND
+output0.shape=all
+attr.list=alpha
+attr_alpha.type=float
+attr_alpha.value=all
+attr_alpha.paramType=optional
+attr_alpha.defaultValue=1.0
+opFile.value=all_keys_impl
+opInterface.value=all_keys_entry
+op.pattern=broadcast
+dynamicFormat.flag=false
+precision_reduce.flag=true
+heavyOp=false
+"""
+
+
+def test_every_key_of_the_ascend_seed_loads(tmp_path: Path) -> None:
+    """Each key the Ascend op-info seed documents is accepted, its meaning applied or kept
+    as metadata (docs/op-packages.md says which)."""
+    path = tmp_path / "all_keys.ini"
+    path.write_text(ASCEND_SEED_KEYS)
+    (spec,) = load_config(path)
+    (op,) = spec.ops
+    x, b = op.inputs
+    assert (x.name, x.mandatory, x.datatypes, x.layout) == ("x", True, ("FLOAT_16", "FLOAT_32"), "ND")
+    assert (b.name, b.mandatory) == ("b", False)
+    (alpha,) = op.params
+    assert (alpha.name, alpha.scalar, alpha.mandatory, alpha.default) == ("alpha", True, False, 1.0)
+    assert op.module_name == "all_keys_impl"  # opFile.value: the kernel module's name
+    meta = op.metadata
+    assert meta["combinations"] == [["FLOAT_16"] * 3, ["FLOAT_32"] * 3]  # dtype columns
+    assert (meta["op_interface"], meta["pattern"]) == ("all_keys_entry", "broadcast")
+    assert (meta["dynamic_format"], meta["precision_reduce"], meta["heavyOp"]) == (
+        False, True, False)  # fmt: skip
+    assert meta["tensors"]["x"] == {"reshapeType": "NC", "shape": "all", "format": "ND,ND"}
 
 
 # -- rules checked at load -------------------------------------------------------------
