@@ -150,6 +150,12 @@ def _scalar_value(p: TensorSpec, dt: str, draw: Any, st: Any) -> Any:
     return draw(st.integers(0, 3))
 
 
+def _constant(code: int, value: np.ndarray) -> Any:
+    """A constant's value for ModelBuilder: an extension operand type has no numpy layout
+    of its own in the HAL, so its data goes as the bytes of its element type."""
+    return np.ascontiguousarray(value).tobytes() if code > 0xFFFF else value
+
+
 def _type_code(dt: str, scalar: bool) -> int | None:
     codes = nnapi_types(dt, scalar, PREFIX)
     return next(iter(codes)) if codes else None
@@ -232,7 +238,7 @@ def generate_case(
         code = _type_code(dt, False)
         value = _values(dt, tshape, rng)
         if t.static:
-            ins.append(g.constant(code, value, tshape, scale, zp))
+            ins.append(g.constant(code, _constant(code, value), tshape, scale, zp))
         else:
             ins.append(g.input(code, tshape, scale, zp))
             arrays.append(value)
@@ -264,16 +270,18 @@ def generate_case(
                 forbidden = f"{p.name}={value} outside its Enumeration {list(p.enum)}"
             if dt == "BOOL_8":
                 value = bool(value)
-            ins.append(g.constant(code, value))
+            ins.append(g.constant(code, _constant(code, np.asarray(value, _PLAIN[dt]))
+                                  if code > 0xFFFF else value))  # fmt: skip
             text.append(f"{p.name}={value!r}")
         else:
             dims = (draw(st.integers(1, 3)),) * max(1, _RANKS.get(p.rank or "", 1))
-            value = (
-                np.asarray(p.default, dtype=_PLAIN.get(dt, np.float32))
-                if p.default is not None and isinstance(p.default, list)
-                else _values(dt, dims, rng)
-            )
-            ins.append(g.constant(code, value, value.shape))
+            if p.default is not None and isinstance(p.default, list):
+                value = np.asarray(p.default, dtype=_PLAIN.get(dt, np.float32))
+            elif p.enum:  # every element one of the Enumeration's values
+                value = rng.integers(0, len(p.enum), size=dims).astype(_PLAIN[dt])
+            else:
+                value = _values(dt, dims, rng)
+            ins.append(g.constant(code, _constant(code, value), value.shape))
             text.append(f"{p.name}={value.tolist()!r}")
     outs = []
     out_types = []
@@ -427,6 +435,16 @@ def test_operation(
     runs, why_not = spec.runs_on(backend, op_def)
     if not runs:
         report.reference = f"not run on this backend ({why_not})"
+        return report
+    if not impls and builtin is None:
+        # nothing can run: one finding, not one per generated case
+        notes = "; ".join(package.notes) or "none registered"
+        report.reference = "not run (no kernel implementation)"
+        report.disagreements.append(
+            f"{op_def.name} on {backend}: the definition offers it, but package "
+            f"{spec.package_name!r} has no kernel implementation of it ({notes}): "
+            "getSupportedOperations can never say supported"
+        )
         return report
     device = _device(package, backend)
     one = {i.name: _device(_only(package, op_def, i), backend) for i in impls}
