@@ -710,3 +710,19 @@ def test_cts_takes_op_packages_and_extension_typed_outputs(tmp_path: Path, capsy
         assert (dims, dtype, size) == ((3,), np.dtype(np.int64), 24)
     finally:
         plan.close()
+
+
+def test_nnhal_run_prints_extension_typed_outputs(tmp_path: Path, capsys) -> None:
+    import json
+
+    from nnhal.vectors import TestModel, save_vectors
+
+    _two_op_package(tmp_path)
+    path = tmp_path / "wide.json"
+    save_vectors(path, [TestModel(name="wide", model=_widen_model(), inputs=[WIDE_X],
+                                  expected=[WIDE_Y], expected_shapes=[(3,)],
+                                  output_types=[5 << 16], ignored=[False])])  # fmt: skip
+    config = ["--op-package", str(tmp_path / "i64.xml"), "--package-backend", "HTP"]
+    assert main(["run", str(path), *config]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["status"] == "NONE" and doc["outputs"] == [WIDE_Y.tolist()]
