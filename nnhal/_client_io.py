@@ -23,14 +23,14 @@ import numpy as np
 from nnhal.types import (
     OPERAND_TYPE_INFO,
     DataLocation,
+    Extension,
+    ExtensionNameAndPrefix,
     InlineMemory,
     MemoryPool,
     Model,
     OutputShape,
     Request,
     RequestArgument,
-    Extension,
-    ExtensionNameAndPrefix,
     SharedMemory,
     element_count,
     is_extension_type,
@@ -114,7 +114,7 @@ def _output_dtype(
             raise ValueError(
                 f"output_dtypes[{j}]: {requested!r} is not a numpy dtype ({exc})"
             ) from None
-        if wanted.kind not in _DTYPE_KINDS or wanted.itemsize == 0 or wanted.fields:
+        if wanted.kind not in _DTYPE_KINDS or wanted.itemsize == 0:
             raise ValueError(
                 f"output_dtypes[{j}]: {wanted} is not a fixed-size number type (bool, int, "
                 "uint or float): an output's elements are numbers"

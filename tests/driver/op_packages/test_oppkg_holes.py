@@ -726,3 +726,34 @@ def test_nnhal_run_prints_extension_typed_outputs(tmp_path: Path, capsys) -> Non
     assert main(["run", str(path), *config]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["status"] == "NONE" and doc["outputs"] == [WIDE_Y.tolist()]
+
+
+def test_io_plan_lays_out_scalar_and_tensor_extension_outputs() -> None:
+    """With the device's table (getSupportedExtensions), a scalar extension type (INT_64 +
+    16) gets one element and empty request dimensions; a tensor one its dimensions."""
+    from nnhal._client_io import IoPlan, extension_type_table
+
+    from nnhal.types import Extension, OperandTypeInformation
+
+    mb = ModelBuilder()
+    mb.extension("org.test.wide", 5)
+    g = mb.main
+    x = g.input(T.TENSOR_INT32, [3])
+    y = g.output((5 << 16) | 0, [3])
+    s = g.output((5 << 16) | 16, [])
+    g.operation((5 << 16) | 0, [x], [y, s])
+    model = mb.build()
+    listed = [Extension("org.test.wide", (OperandTypeInformation(0, True, 8),
+                                          OperandTypeInformation(16, False, 8)))]  # fmt: skip
+    table = extension_type_table(listed, model.extensionNameToPrefix)
+    assert table == {(5 << 16): (True, 8), (5 << 16) | 16: (False, 8)}
+    plan = IoPlan(model, [WIDE_X], None, "inline", [np.int64, np.uint64], table)
+    (_, y_dims, y_dtype, y_size, _), (_, s_dims, s_dtype, s_size, _) = plan.outputs
+    assert (y_dims, y_dtype, y_size) == ((3,), np.dtype(np.int64), 24)
+    assert (s_dims, s_dtype, s_size) == ((), np.dtype(np.uint64), 8)
+    assert [a.dimensions for a in plan.request.outputs] == [(), ()]
+    # without the table a scalar extension output is not known to be one: its shape is asked
+    with pytest.raises(ValueError, match=r"output 1 \(operand 2\) has unknown dimensions \[\]"):
+        IoPlan(model, [WIDE_X], None, "inline", [np.int64, np.uint64])
+    plan = IoPlan(model, [WIDE_X], [None, ()], "inline", [np.int64, np.uint64])
+    assert plan.outputs[1][1:4] == ((), np.dtype(np.uint64), 8)
