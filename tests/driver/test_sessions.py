@@ -358,7 +358,7 @@ def test_a_killed_client_process_leaves_nothing_behind(server):
 
         return find
 
-    # well below the 15 s loop timeout: the endless execution was stopped, not timed out
+    # "execution cancelled", not a loop timeout: the endless execution was stopped
     (entry,) = _wait_for(
         cancelled("executeSynchronously_1_3"), 30.0, "the cancelled endless execution"
     )
