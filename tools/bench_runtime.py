@@ -274,6 +274,10 @@ def cmd_bench_runtime(args: argparse.Namespace) -> int:
         usage("--runtime measures the runtime's overhead; it does not run a --suite")
     if args.rounds < 1:
         usage("--rounds must be >= 1")
+    if args.profile or getattr(args, "op_package", None):
+        usage("--profile and --op-package configure an in-process driver; with --runtime give "
+              "served devices with --target (nnapi-reference, the default profile, is always "
+              "there)")  # fmt: skip
     apply(args.threads)
     try:
         cases = [file_case(args.model, args.name)] if args.model else builtin_cases(DEFAULT_SIZES)

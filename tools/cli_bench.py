@@ -76,6 +76,9 @@ def add_bench_parser(sub, legacy: Callable[[argparse.Namespace], int]) -> None:
     p.add_argument("--target", dest="runtime_targets", action="append", metavar="ADDR[/DEVICE]",
                    help="with --runtime: a served device (repeatable; nnapi-reference is always "
                    "added); none: in-process and a driver served in this process")  # fmt: skip
+    from nnhal.tools.cli_oppkg import add_serve_options
+
+    add_serve_options(p)  # --op-package, --package-backend: the driver's op packages
     add_threads_option(p)
     p.set_defaults(func=cmd_bench_suite, bench=None, bench_parser=p)
 
@@ -159,6 +162,7 @@ def cmd_bench_suite(args: argparse.Namespace) -> int:
         profile_ops=not args.no_profile,
         progress=not args.no_progress and sys.stderr.isatty(),
         device_profile=args.profile,
+        device_options=_device_options(args),
     )
     print_table(doc, args.compare)
     if args.targets:
@@ -177,6 +181,16 @@ def cmd_bench_suite(args: argparse.Namespace) -> int:
         written = write_plots(doc, args.plot)
         print(f"plots: {written}" if isinstance(written, str) else f"plots: {', '.join(written)}")
     return EXIT_OK if doc["ok"] else EXIT_FAILED
+
+
+def _device_options(args: argparse.Namespace) -> dict:
+    """The op packages (``--op-package``, installed ones) and ``--package-backend`` of the
+    benchmarked driver, loaded as ``nnhal serve`` loads them."""
+    from nnhal.tools.cli import _load_profile
+    from nnhal.tools.cli_oppkg import local_options
+
+    _load_profile(args.profile)  # a bad profile: its own message before packages load
+    return local_options(args)
 
 
 def cmd_bench_models(args: argparse.Namespace) -> int:

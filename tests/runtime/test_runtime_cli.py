@@ -86,6 +86,9 @@ def test_bench_runtime_usage_errors(model_file, capsys):
         main(["bench", "--runtime", "--rounds", "0"])
     assert e.value.code == 2
     with pytest.raises(SystemExit) as e:
+        main(["bench", "--runtime", "--profile", "example-npu"])
+    assert e.value.code == 2 and "give served devices with --target" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
         main(["bench", "--runtime", "--model", model_file, "--name", "nope"])
     assert e.value.code == 2 and "no test model named nope" in capsys.readouterr().err
     args = ["bench", "--runtime", "--target", "127.0.0.1:1", "--rounds", "1", "--model", model_file]
