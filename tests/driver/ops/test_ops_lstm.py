@@ -159,6 +159,23 @@ def test_run_time_shapes_are_checked():
         kernel(*[x.data for x in ins if x.is_tensor])
 
 
+def test_run_time_shapes_checked_again_when_they_change():
+    """Constant weights, an input of unknown shape: the rules run per call, and the
+    shapes they last accepted are remembered, never shapes they rejected."""
+    cell = Cell.random(3, 4)
+    good, bad = rand((1, 3)), rand((1, 5))
+    ins = lstm_inputs(cell, good, rand((1, 4)), rand((1, 4)))
+    ins[0] = tensor(F32, good, dims=(0, 0))
+    from lstm_reference import context
+
+    kernel = LSTM_DEF.execute(context(LSTM_DEF, ins, outputs()))
+    tensors = [x.data for x in ins if x.is_tensor]
+    for _ in range(2):
+        kernel(*tensors)
+        with pytest.raises(GeneralFailure, match=r"it must be input_size = 5"):
+            kernel(bad, *tensors[1:])
+
+
 # ---------------------------------------------------------------------------
 # Negative rows
 # ---------------------------------------------------------------------------
