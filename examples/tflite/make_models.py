@@ -16,6 +16,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import flatbuffers
 import numpy as np
 import tensorflow as tf
 
@@ -195,7 +196,6 @@ def custom_op() -> None:
     """ADD then a CUSTOM 'SoftClip' (limit * tanh(x / limit), limit 1): written with the
     flatbuffer builder and the generated schema code, since converters emit custom
     operators only for ops they cannot lower. The reference is TensorFlow's tanh."""
-    import flatbuffers
     import tflite as S
 
     c = np.array([[0.5, 0.5, -0.25, 1.0]], np.float32)
@@ -291,6 +291,86 @@ def custom_op() -> None:
     print(f"custom_op: {len(content)} bytes (reference from TensorFlow, no interpreter run)")
 
 
+def _prune(model, rng, fraction: float, block: int = 1) -> None:
+    """Zero ``fraction`` of every kernel (in blocks of ``block`` along the input axis)."""
+    for layer in model.layers:
+        w = layer.get_weights()
+        if not w:
+            continue
+        k = w[0]
+        if block == 1:
+            k[rng.uniform(size=k.shape) < fraction] = 0
+        else:  # Dense kernels are (in, out): blocks of `block` consecutive inputs
+            mask = rng.uniform(size=(k.shape[0] // block, k.shape[1])) < fraction
+            k[np.repeat(mask, block, axis=0)] = 0
+        layer.set_weights([k, *w[1:]])
+
+
+def sparse_cnn() -> None:
+    """Pruned weights (80% zeros), converted with EXPERIMENTAL_SPARSITY and float16: every
+    kernel is a sparse float16 constant behind DENSIFY then DEQUANTIZE."""
+    tf.keras.utils.set_random_seed(3)
+    L = tf.keras.layers
+    x_in = tf.keras.Input((8, 8, 3), batch_size=1)
+    x = L.Conv2D(16, 3, padding="same", activation="relu")(x_in)
+    x = L.DepthwiseConv2D(3, padding="same", activation="relu6")(x)
+    x = L.Conv2D(16, 3, strides=2, padding="same", activation="relu")(x)
+    x = L.Reshape((-1,))(x)
+    x = L.Dense(10)(x)
+    model = tf.keras.Model(x_in, L.Softmax()(x))
+    _prune(model, np.random.default_rng(4), 0.8)
+    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    conv.optimizations = [tf.lite.Optimize.EXPERIMENTAL_SPARSITY, tf.lite.Optimize.DEFAULT]
+    conv.target_spec.supported_types = [tf.float16]
+    x = RNG.uniform(-1, 1, (1, 8, 8, 3)).astype(np.float32)
+    save("sparse_cnn", conv.convert(), [x])
+
+
+def sparse_block_fc() -> None:
+    """Block-sparse (1x4) float32 dense layers. The converter hands such weights straight
+    to FULLY_CONNECTED (its kernel reads them sparse); a DENSIFY is put in front of each
+    with LiteRT's schema object API, so TFLite's own DENSIFY kernel makes the reference."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    tf.keras.utils.set_random_seed(5)
+    L = tf.keras.layers
+    x_in = tf.keras.Input((32,), batch_size=1)
+    x = L.Dense(16, activation="relu")(x_in)
+    model = tf.keras.Model(x_in, L.Dense(8)(x))
+    _prune(model, np.random.default_rng(6), 0.7, block=4)
+    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    conv.optimizations = [tf.lite.Optimize.EXPERIMENTAL_SPARSITY]
+    m = schema.ModelT.InitFromPackedBuf(conv.convert(), 0)
+    code = schema.OperatorCodeT()
+    code.builtinCode = code.deprecatedBuiltinCode = schema.BuiltinOperator.DENSIFY
+    code.version = 1
+    m.operatorCodes.append(code)
+    sg = m.subgraphs[0]
+    front = []
+    for op in sg.operators:
+        op.inputs = [int(i) for i in op.inputs]
+        for pos, t in enumerate(op.inputs):
+            src = sg.tensors[t]
+            if src.sparsity is None:
+                continue
+            dense = schema.TensorT()
+            dense.shape, dense.type, dense.buffer = list(src.shape), src.type, 0
+            dense.name = src.name + b"/dense" if isinstance(src.name, bytes) else src.name + "/dense"
+            sg.tensors.append(dense)
+            d = schema.OperatorT()
+            d.opcodeIndex, d.inputs, d.outputs = len(m.operatorCodes) - 1, [t], [len(sg.tensors) - 1]
+            front.append(d)
+            op.inputs[pos] = len(sg.tensors) - 1
+    sg.operators = front + list(sg.operators)
+    for c in m.operatorCodes:  # version 8 means sparse weights; dense float weights are 1
+        if c.builtinCode == schema.BuiltinOperator.FULLY_CONNECTED:
+            c.version = 1
+    b = flatbuffers.Builder(4096)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    x = RNG.uniform(-1, 1, (1, 32)).astype(np.float32)
+    save("sparse_block_fc", bytes(b.Output()), [x])
+
+
 if __name__ == "__main__":
     import sys
 
@@ -303,5 +383,7 @@ if __name__ == "__main__":
         "while_loop",
         "cnn_uint8",
         "custom_op",
+        "sparse_cnn",
+        "sparse_block_fc",
     ]:
         globals()[name]()

@@ -27,6 +27,7 @@ import numpy as np
 from nnhal.importers.tflite import ops as ops_mod
 from nnhal.importers.tflite.ops import Unsupported
 from nnhal.importers.tflite.reader import TfModel, TfOperator, TfSubgraph, TfTensor
+from nnhal.importers.tflite.sparsity import densify
 
 from nnhal.builder import ModelBuilder, OperandIndex, SubgraphBuilder
 from nnhal.types import Model, OperandType, OperationType
@@ -73,10 +74,21 @@ class ImportResult:
     tflite: TfModel
     partitions: list[Partition]
     skipped: list[Skipped]
-    #: main-subgraph nodes folded into their consumers (constant float16 DEQUANTIZE)
+    #: main-subgraph nodes folded into their consumers (DEQUANTIZE of a float16 constant,
+    #: DENSIFY of a sparse constant)
     folded: list[int] = field(default_factory=list)
     #: main-subgraph node count
     nodes: int = 0
+    #: the values of the folded nodes' outputs (TFLite tensor -> array)
+    constants: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def folded_counts(self) -> dict[str, int]:
+        """Folded nodes per operator name."""
+        ops = self.tflite.subgraphs[0].operators
+        counts: dict[str, int] = {}
+        for i in self.folded:
+            counts[ops[i].name] = counts.get(ops[i].name, 0) + 1
+        return counts
 
     @property
     def delegated(self) -> int:
@@ -121,11 +133,25 @@ class _Plan:
                     t.type, np.float32
                 )
                 self.values[t.index] = np.zeros(t.shape, dtype)
+        #: DENSIFY nodes left in the graph -> why they were not folded
+        self.densify_refused: dict[int, str] = {}
         for op in sg.operators:
-            if op.name == "DEQUANTIZE" and len(op.inputs) == 1:
+            if op.name == "DENSIFY" and len(op.inputs) == 1 and len(op.outputs) == 1:
+                why = _densify_refusal(op, sg.tensors[op.inputs[0]])
+                if why:
+                    self.densify_refused[op.index] = why
+                    continue
                 src = sg.tensors[op.inputs[0]]
-                if src.type == FLOAT16 and src.data is not None and not src.is_sparse:
-                    self.values[op.outputs[0]] = src.data.astype(np.float32)
+                where = src.describe(sg.index)
+                self.values[op.outputs[0]] = densify(src.data, src.shape, src.sparsity, where)
+                self.folded.add(op.index)
+            elif op.name == "DEQUANTIZE" and len(op.inputs) == 1:
+                src = sg.tensors[op.inputs[0]]
+                value = self.values.get(op.inputs[0])  # a densified constant
+                if value is None and src.data is not None and not src.is_sparse:
+                    value = src.data
+                if src.type == FLOAT16 and value is not None:
+                    self.values[op.outputs[0]] = value.astype(np.float32)
                     self.folded.add(op.index)
 
     def constant(self, t: int) -> np.ndarray | None:
@@ -167,7 +193,7 @@ class OpContext:
     def _spec(self, t: int, force_per_channel: bool = False) -> dict[str, Any]:
         rec = self.tensor(t)
         ty, scale, zp, cq = rec.type, rec.scale, rec.zero_point, None
-        if t in self.plan.values and ty == FLOAT16:
+        if t in self.plan.values and ty == FLOAT16 and self.plan.values[t].dtype == np.float32:
             ty = FLOAT32  # folded float16 constant
         if ty == FLOAT32:
             code, scale, zp = T.TENSOR_FLOAT32, 0.0, 0
@@ -410,7 +436,8 @@ class _Converter:
                 "operators (map it to an op-package extension operation with --custom-op)"
             )
         if op.name == "DENSIFY":
-            return "DENSIFY of sparse weights: sparse formats are not decoded by this importer"
+            why = self.plans[0].densify_refused.get(op.index, "not a foldable DENSIFY")
+            return f"DENSIFY is only folded into constant weights: {why}"
         return "Unsupported operation type."
 
     def _build(self, nodes: list[int], trial: bool = False) -> Partition:
@@ -479,7 +506,24 @@ class _Converter:
         if run:
             partitions.append(run)
         built = [self._build(nodes) for nodes in partitions]
-        return ImportResult(self.model, built, skipped, sorted(plan.folded), len(sg.operators))
+        constants = {
+            t: plan.values[t] for i in plan.folded for t in sg.operators[i].outputs
+        }
+        return ImportResult(
+            self.model, built, skipped, sorted(plan.folded), len(sg.operators), constants
+        )
+
+
+def _densify_refusal(op: TfOperator, src: TfTensor) -> str:
+    """Why the delegate would not fold this DENSIFY ("" when it folds it): it densifies
+    the constant sparse weights itself and hands NNAPI the dense constant."""
+    if op.version > 2:
+        return f"operator version {op.version} is higher than 2"
+    if src.data is None or src.sparsity is None:
+        return f"input {src.name!r} is not a constant sparse tensor"
+    if src.type not in (FLOAT32, FLOAT16, INT8, UINT8):
+        return f"input {src.name!r} is {src.type_name}; FLOAT32/FLOAT16/INT8/UINT8 are folded"
+    return ""
 
 
 def p_has_extensions(partitions: Sequence[Partition]) -> bool:

@@ -172,12 +172,8 @@ class TfliteRunner:
         return [env[t] for t in self.sg.outputs]
 
     def result_constants(self) -> dict[int, np.ndarray]:
-        """Outputs of folded float16 DEQUANTIZE nodes, for CPU nodes that read them."""
-        out = {}
-        for i in self.result.folded:
-            op = self.sg.operators[i]
-            out[op.outputs[0]] = self.sg.tensors[op.inputs[0]].data.astype(np.float32)
-        return out
+        """Outputs of folded DEQUANTIZE / DENSIFY nodes, for CPU nodes that read them."""
+        return dict(self.result.constants)
 
     def release(self) -> None:
         for p in self._prepared:

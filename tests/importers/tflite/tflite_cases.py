@@ -18,6 +18,8 @@ MODELS = {
     "while_loop": True,
     "lstm": True,
     "lstm_while": False,
+    "sparse_cnn": True,
+    "sparse_block_fc": True,
 }
 
 
