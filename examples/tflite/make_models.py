@@ -291,6 +291,63 @@ def custom_op() -> None:
     print(f"custom_op: {len(content)} bytes (reference from TensorFlow, no interpreter run)")
 
 
+def mobilenet_v3_like(blocks: int = 30) -> tf.keras.Model:
+    """A MobileNetV3-shaped net at toy width: inverted residual blocks (1x1 expand,
+    depthwise, squeeze-excite, 1x1 project, residual add), hard-swish, batch norms
+    (folded by the converter), global pooling and a classifier."""
+    tf.keras.utils.set_random_seed(7)
+    L = tf.keras.layers
+    rng = np.random.default_rng(8)
+    x_in = tf.keras.Input((32, 32, 3), batch_size=1)
+    x = L.Conv2D(8, 3, strides=2, padding="same", use_bias=False)(x_in)
+    x = L.BatchNormalization()(x)
+    x = L.Activation("hard_swish")(x)
+    width = 8
+    for i in range(blocks):
+        stride = 2 if i in (3, 10) else 1
+        out_width = width + 4 if stride == 2 else width
+        act = "relu" if i < blocks // 3 else "hard_swish"
+        y = L.Conv2D(width * 2, 1, use_bias=False)(x)
+        y = L.BatchNormalization()(y)
+        y = L.Activation(act)(y)
+        y = L.DepthwiseConv2D(5 if i % 4 == 3 else 3, strides=stride, padding="same")(y)
+        y = L.Activation(act)(y)
+        if i % 2 == 1:  # squeeze-excite
+            s = L.GlobalAveragePooling2D(keepdims=True)(y)
+            s = L.Conv2D(max(width // 2, 4), 1, activation="relu")(s)
+            s = L.Conv2D(width * 2, 1, activation="hard_sigmoid")(s)
+            y = L.Multiply()([y, s])
+        y = L.Conv2D(out_width, 1, use_bias=False)(y)
+        y = L.BatchNormalization()(y)
+        x = L.Add()([x, y]) if stride == 1 and out_width == width else y
+        width = out_width
+    x = L.Conv2D(32, 1, activation="hard_swish")(x)
+    x = L.GlobalAveragePooling2D()(x)
+    x = L.Dense(10)(x)
+    model = tf.keras.Model(x_in, L.Softmax()(x))
+    for layer in model.layers:  # batch norms that are not the identity
+        if isinstance(layer, L.BatchNormalization):
+            n = layer.get_weights()[0].shape[0]
+            layer.set_weights(
+                [
+                    rng.uniform(0.5, 1.5, n).astype(np.float32),
+                    rng.uniform(-0.2, 0.2, n).astype(np.float32),
+                    rng.uniform(-0.2, 0.2, n).astype(np.float32),
+                    rng.uniform(0.5, 1.5, n).astype(np.float32),
+                ]
+            )
+    return model
+
+
+def cnn_large_float16() -> None:
+    """Several hundred operators (float16 weights behind DEQUANTIZE), a few hundred KB."""
+    conv = tf.lite.TFLiteConverter.from_keras_model(mobilenet_v3_like())
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.target_spec.supported_types = [tf.float16]
+    x = RNG.uniform(-1, 1, (1, 32, 32, 3)).astype(np.float32)
+    save("cnn_large_float16", conv.convert(), [x])
+
+
 def _prune(model, rng, fraction: float, block: int = 1) -> None:
     """Zero ``fraction`` of every kernel (in blocks of ``block`` along the input axis)."""
     for layer in model.layers:
@@ -385,5 +442,6 @@ if __name__ == "__main__":
         "custom_op",
         "sparse_cnn",
         "sparse_block_fc",
+        "cnn_large_float16",
     ]:
         globals()[name]()

@@ -20,6 +20,7 @@ MODELS = {
     "lstm_while": False,
     "sparse_cnn": True,
     "sparse_block_fc": True,
+    "cnn_large_float16": True,
 }
 
 
