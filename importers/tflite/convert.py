@@ -67,6 +67,8 @@ class Partition:
     operations: int = 0
     #: per main-subgraph operand: the TFLite tensor name it stands for ("" for made ones)
     operand_names: list[str] = field(default_factory=list)
+    #: per NNAPI main operation: the TFLite node it was made from
+    operation_nodes: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -475,18 +477,23 @@ class _Converter:
             ctx.declare(t, "input")
         outs = [ctx.declare(t, "output") for t in outputs]
         out_of = dict(zip(outputs, outs))
+        op_nodes: list[int] = []
         for i in nodes:
             op = sg.operators[i]
             for t in op.outputs:
                 if t in out_of and t not in ctx.operands:
                     ctx.operands[t] = out_of[t]
+            before = ctx.emitted
             self.mapper(op)(ctx, op)
+            op_nodes += [i] * (ctx.emitted - before)
+        before = ctx.emitted
         _pass_through(ctx, outputs, out_of)
+        op_nodes += [nodes[-1]] * (ctx.emitted - before)  # identities closing the partition
         model = mb.build()
         names = [""] * len(model.main.operands)
         for t, idx in [*ctx.operands.items(), *out_of.items()]:
             names[int(idx)] = sg.tensors[t].name
-        return Partition(nodes, model, inputs, outputs, ctx.emitted, names)
+        return Partition(nodes, model, inputs, outputs, ctx.emitted, names, op_nodes)
 
     def run(self) -> ImportResult:
         sg = self.model.subgraphs[0]

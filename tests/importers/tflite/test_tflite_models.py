@@ -176,10 +176,10 @@ def test_bad_custom_op_mapping():
 class ExecutorPrepared:
     """nnhal's executor, shaped like a prepared model (for the CPU-fallback runner)."""
 
-    def __init__(self, model):
+    def __init__(self, partition):
         from nnhal.driver.executor import compile_model
 
-        self.compiled = compile_model(model)
+        self.compiled = compile_model(partition.model)
 
     def execute(self, feeds, output_shapes=None):
         return type("Result", (), {"outputs": self.compiled.run(feeds)})
