@@ -214,6 +214,8 @@ def cmd_tflite(args: argparse.Namespace) -> int:
         custom = dict(parse_custom_op(s) for s in args.custom_op)
     except ValueError as e:
         raise CliError(str(e), 2) from None
+    if args.op_package:
+        custom = _with_definitions(custom, args)
     try:
         result = import_tflite(args.model, custom)
     except TFLiteFormatError as e:
@@ -231,12 +233,15 @@ def cmd_tflite(args: argparse.Namespace) -> int:
         "folded": result.folded_counts(),
         "nnapi_operations": sum(p.operations for p in result.partitions),
         "not_delegated": [s.line() for s in result.skipped],
+        "notes": list(result.notes),
     }
     preference = PREFERENCES[args.preference]
     use_reference = not args.no_nnapi_cpu
     model_bytes = open(args.model, "rb").read()  # noqa: SIM115 - read whole, already parsed
     with _open_devices(args) as devices:
-        report["devices"] = [d.name for d in devices] + (["nnapi-reference"] if use_reference else [])
+        report["devices"] = [d.name for d in devices] + (
+            ["nnapi-reference"] if use_reference else []
+        )
 
         def prepare(partition: Any) -> RuntimePartition:
             return RuntimePartition(
@@ -294,6 +299,35 @@ def cmd_tflite(args: argparse.Namespace) -> int:
     return 0
 
 
+def _with_definitions(
+    custom: dict[str, tuple[Any, ...]], args: argparse.Namespace
+) -> dict[str, tuple[Any, ...]]:
+    """Add the operation's parameters (from the ``--op-package`` definitions) to each
+    custom-operator mapping, so its custom options become parameter operands."""
+    from nnhal.importers.tflite import CustomParam
+    from nnhal.tools.cli import CliError
+    from nnhal.tools.cli_oppkg import local_options
+
+    packages = [p for p in local_options(args)["op_packages"] if hasattr(p, "spec")]
+    out = dict(custom)
+    for name, (extension, number, *_) in custom.items():
+        pkg = next((p for p in packages if p.spec.extension_name == extension), None)
+        if pkg is None:
+            continue  # served elsewhere (a --target's package): no definition here
+        if number >= len(pkg.spec.ops):
+            raise CliError(
+                f"--custom-op {name}={extension}:{number}: the package has "
+                f"{len(pkg.spec.ops)} operations (0..{len(pkg.spec.ops) - 1})",
+                2,
+            )
+        params = [
+            CustomParam(t.name, tuple(t.datatypes), bool(t.scalar), bool(t.mandatory), t.default)
+            for t in pkg.spec.ops[number].params
+        ]
+        out[name] = (extension, number, params)
+    return out
+
+
 def _plan(runner: Any, medians: list[float]) -> list[dict[str, Any]]:
     """The TFLite-level steps, each NNAPI partition with the runtime's steps inside it."""
     plan = []
@@ -335,6 +369,8 @@ def _print(report: dict[str, Any], result: Any, repeat: int) -> None:
         f"{report['model']}: {result.nodes} operators, {result.delegated} delegated "
         f"({report['nnapi_operations']} NNAPI operations), {len(result.skipped)} on the CPU"
     )
+    for note in report["notes"]:
+        print(f"  note: {note}")
     print(f"  devices: {', '.join(report['devices'])}")
     for entry in report["plan"]:
         print(f"  {entry['line']}: {entry['ms']:.2f} ms")

@@ -192,10 +192,14 @@ def while_loop() -> None:
     save("while_loop", conv.convert(), [x, np.array(5, np.int32)])
 
 
+LIMIT = 2.0
+
+
 def custom_op() -> None:
-    """ADD then a CUSTOM 'SoftClip' (limit * tanh(x / limit), limit 1): written with the
-    flatbuffer builder and the generated schema code, since converters emit custom
-    operators only for ops they cannot lower. The reference is TensorFlow's tanh."""
+    """ADD then a CUSTOM 'SoftClip' (limit * tanh(x / limit)) with custom options
+    {"limit": 2.0}: written with the flatbuffer builder and the generated schema code,
+    since converters emit custom operators only for ops they cannot lower. The reference
+    is TensorFlow's tanh."""
     import tflite as S
 
     c = np.array([[0.5, 0.5, -0.25, 1.0]], np.float32)
@@ -234,9 +238,10 @@ def custom_op() -> None:
             S.OperatorCodeAddCustomCode(b, name)
         return S.OperatorCodeEnd(b)
 
-    def operator(index, inputs, outputs, add_options=False):
+    def operator(index, inputs, outputs, add_options=False, custom_options=None):
         ins = ints(S.OperatorStartInputsVector, inputs)
         outs = ints(S.OperatorStartOutputsVector, outputs)
+        custom = b.CreateByteVector(custom_options) if custom_options else None
         opts = None
         if add_options:
             S.AddOptionsStart(b)
@@ -249,6 +254,9 @@ def custom_op() -> None:
         if opts is not None:
             S.OperatorAddBuiltinOptionsType(b, S.BuiltinOptions.AddOptions)
             S.OperatorAddBuiltinOptions(b, opts)
+        if custom is not None:
+            S.OperatorAddCustomOptions(b, custom)
+            S.OperatorAddCustomOptionsFormat(b, S.CustomOptionsFormat.FLEXBUFFERS)
         return S.OperatorEnd(b)
 
     def vector(start, items):
@@ -258,7 +266,13 @@ def custom_op() -> None:
         return b.EndVector()
 
     tensors = [tensor("x", 1), tensor("c", 2), tensor("sum", 1), tensor("y", 1)]
-    ops = [operator(0, [0, 1], [2], add_options=True), operator(1, [2], [3])]
+    from flatbuffers import flexbuffers
+
+    options = flexbuffers.Dumps({"limit": LIMIT})  # TFLite's convention: a FlexBuffer map
+    ops = [
+        operator(0, [0, 1], [2], add_options=True),
+        operator(1, [2], [3], custom_options=options),
+    ]
     tv = vector(S.SubGraphStartTensorsVector, tensors)
     ov = vector(S.SubGraphStartOperatorsVector, ops)
     iv, outv = ints(S.SubGraphStartInputsVector, [0]), ints(S.SubGraphStartOutputsVector, [3])
@@ -285,7 +299,7 @@ def custom_op() -> None:
     b.Finish(S.ModelEnd(b), file_identifier=b"TFL3")
     content = bytes(b.Output())
     x = RNG.uniform(-3, 3, (1, 4)).astype(np.float32)
-    y = tf.tanh(tf.constant(x) + tf.constant(c)).numpy()  # limit 1
+    y = (LIMIT * tf.tanh((tf.constant(x) + tf.constant(c)) / LIMIT)).numpy()
     (HERE / "custom_op.tflite").write_bytes(content)
     np.savez(HERE / "custom_op.npz", input_0=x, output_0=y)
     print(f"custom_op: {len(content)} bytes (reference from TensorFlow, no interpreter run)")
@@ -412,10 +426,16 @@ def sparse_block_fc() -> None:
                 continue
             dense = schema.TensorT()
             dense.shape, dense.type, dense.buffer = list(src.shape), src.type, 0
-            dense.name = src.name + b"/dense" if isinstance(src.name, bytes) else src.name + "/dense"
+            dense.name = (
+                src.name + b"/dense" if isinstance(src.name, bytes) else src.name + "/dense"
+            )
             sg.tensors.append(dense)
             d = schema.OperatorT()
-            d.opcodeIndex, d.inputs, d.outputs = len(m.operatorCodes) - 1, [t], [len(sg.tensors) - 1]
+            d.opcodeIndex, d.inputs, d.outputs = (
+                len(m.operatorCodes) - 1,
+                [t],
+                [len(sg.tensors) - 1],
+            )
             front.append(d)
             op.inputs[pos] = len(sg.tensors) - 1
     sg.operators = front + list(sg.operators)

@@ -71,6 +71,7 @@ def report(result: ImportResult, path: str) -> dict[str, Any]:
             {"subgraph": s.subgraph, "operator": s.index, "op": s.op, "reason": s.reason}
             for s in result.skipped
         ],
+        "notes": list(result.notes),
     }
 
 
@@ -105,6 +106,8 @@ def run(args: argparse.Namespace) -> int:
     )
     for s in result.skipped:
         print(f"  not delegated: {s.line()}")
+    for note in result.notes:
+        print(f"  note: {note}")
     if args.output:
         print(f"wrote {args.output}")
     return 0

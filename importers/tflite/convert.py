@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 from nnhal.importers.tflite import ops as ops_mod
+from nnhal.importers.tflite.custom_options import param_operands
 from nnhal.importers.tflite.ops import Unsupported
 from nnhal.importers.tflite.reader import TfModel, TfOperator, TfSubgraph, TfTensor
 from nnhal.importers.tflite.sparsity import densify
@@ -83,6 +84,8 @@ class ImportResult:
     nodes: int = 0
     #: the values of the folded nodes' outputs (TFLite tensor -> array)
     constants: dict[int, np.ndarray] = field(default_factory=dict)
+    #: remarks on delegated nodes (custom options not passed, ...)
+    notes: list[str] = field(default_factory=list)
 
     def folded_counts(self) -> dict[str, int]:
         """Folded nodes per operator name."""
@@ -354,7 +357,7 @@ class OpContext:
 
 
 class _Converter:
-    def __init__(self, model: TfModel, custom_ops: dict[str, tuple[str, int]] | None) -> None:
+    def __init__(self, model: TfModel, custom_ops: dict[str, tuple[Any, ...]] | None) -> None:
         self.model = model
         self.custom_ops = dict(custom_ops or {})
         #: per ModelBuilder (by id): extension name -> prefix
@@ -363,17 +366,35 @@ class _Converter:
         #: (ModelBuilder id, TFLite subgraph index) -> its NNAPI subgraph
         self._refs: dict[tuple[int, int], SubgraphBuilder] = {}
         self._building: set[int] = set()
+        #: (subgraph, node) -> a note about the conversion (custom options not passed)
+        self.notes: dict[tuple[int, int], str] = {}
 
     def mapper(self, op: TfOperator) -> Any:
         """The mapping function for ``op``, or None when nothing maps it."""
         if op.name == "CUSTOM":
             if op.custom_code not in self.custom_ops:
                 return None
-            extension, number = self.custom_ops[op.custom_code]
+            extension, number, *rest = self.custom_ops[op.custom_code]
+            params = rest[0] if rest else None
 
             def custom(ctx: OpContext, op: TfOperator) -> None:
                 code = ctx.extension_operation(extension, number)
-                ctx.emit(code, [ctx.input(t) for t in op.inputs if t != -1], op.outputs)
+                ins = [ctx.input(t) for t in op.inputs if t != -1]
+                if params is not None:  # the definition is known: options become parameters
+                    operands, unknown = param_operands(ctx, op, params)
+                    ins += operands
+                    if unknown:
+                        self.notes[(ctx.sg.index, op.index)] = (
+                            f"{op.describe(ctx.sg.index)}: custom options {unknown} are not "
+                            f"parameters of {extension}:{number}; not passed"
+                        )
+                elif op.custom_options:
+                    self.notes[(ctx.sg.index, op.index)] = (
+                        f"{op.describe(ctx.sg.index)}: {len(op.custom_options)} bytes of custom "
+                        "options not passed (no operation definition given); the extension's "
+                        "defaults apply"
+                    )
+                ctx.emit(code, ins, op.outputs)
 
             return custom
         return ops_mod.MAPPERS.get(op.name)
@@ -513,11 +534,15 @@ class _Converter:
         if run:
             partitions.append(run)
         built = [self._build(nodes) for nodes in partitions]
-        constants = {
-            t: plan.values[t] for i in plan.folded for t in sg.operators[i].outputs
-        }
+        constants = {t: plan.values[t] for i in plan.folded for t in sg.operators[i].outputs}
         return ImportResult(
-            self.model, built, skipped, sorted(plan.folded), len(sg.operators), constants
+            self.model,
+            built,
+            skipped,
+            sorted(plan.folded),
+            len(sg.operators),
+            constants,
+            [self.notes[k] for k in sorted(self.notes)],
         )
 
 
@@ -566,12 +591,14 @@ def _pass_through(ctx: OpContext, outputs: Sequence[int], out_of: dict[int, Oper
         ctx.emitted += 1
 
 
-def convert(model: TfModel, custom_ops: dict[str, tuple[str, int]] | None = None) -> ImportResult:
+def convert(model: TfModel, custom_ops: dict[str, tuple[Any, ...]] | None = None) -> ImportResult:
     """Convert a checked TFLite model; see the module docstring.
 
-    ``custom_ops``: TFLite custom code -> (extension name, operation number): that custom
-    operator becomes the extension's operation (inputs and outputs in TFLite's order; its
-    custom options are not passed, the extension's defaults apply). An nnhal extension
-    beyond the delegate, for vendor kernels served by an op package.
+    ``custom_ops``: TFLite custom code -> (extension name, operation number[, params]):
+    that custom operator becomes the extension's operation, inputs and outputs in TFLite's
+    order. With ``params`` (the definition's parameters, ``custom_options.CustomParam``)
+    its FlexBuffer custom options become the parameter operands; without, they are not
+    passed (a note says so) and the extension's defaults apply. An nnhal extension beyond
+    the delegate, for vendor kernels served by an op package.
     """
     return _Converter(model, custom_ops).run()

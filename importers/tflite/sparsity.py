@@ -91,10 +91,9 @@ def read_sparsity(sp: Any, buf: bytes, where: str) -> Sparsity:
     return Sparsity(tuple(order), tuple(block_map), dims)
 
 
-def densify(
-    values: np.ndarray, shape: tuple[int, ...], sp: Sparsity, where: str
-) -> np.ndarray:
+def densify(values: np.ndarray, shape: tuple[int, ...], sp: Sparsity, where: str) -> np.ndarray:
     """The dense tensor of ``shape`` that ``values`` (in traversal order) and ``sp`` describe."""
+
     def bad(msg: str) -> TFLiteFormatError:
         return TFLiteFormatError(f"{where}: bad sparsity metadata: {msg}")
 
@@ -131,14 +130,18 @@ def densify(
         elif dm.format == SPARSE_CSR:
             seg, ind = dm.segments, dm.indices
             if len(position) and (position.max() + 1 >= len(seg)):
-                raise bad(f"level {level}: {len(seg)} segments, position {position.max()} needs more")
+                raise bad(
+                    f"level {level}: {len(seg)} segments, position {position.max()} needs more"
+                )
             starts, ends = seg[position], seg[position + 1]
             counts = ends - starts
             if np.any(counts < 0) or np.any(starts < 0) or (len(ends) and ends.max() > len(ind)):
                 raise bad(f"level {level}: segments are not increasing within the indices")
             total = int(counts.sum())
             # the children of every position, in order: starts repeated plus a running offset
-            offset = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+            offset = np.arange(total, dtype=np.int64) - np.repeat(
+                np.cumsum(counts) - counts, counts
+            )
             position = np.repeat(starts, counts) + offset
             index = ind[position]
             coords = np.repeat(coords, counts, axis=0)

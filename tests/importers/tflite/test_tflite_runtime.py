@@ -57,9 +57,11 @@ def test_litert_nodes_between_runtime_partitions():
 def test_without_the_cpu_device_an_unsupported_operation_fails_compilation():
     from nnhal.errors import HalError
 
-    with served(npu_profile("npu-even", True)) as (_, devices):
-        with pytest.raises(HalError, match="no device can run operation"):
-            _run("cnn_int8", devices, use_reference=False)
+    with (
+        served(npu_profile("npu-even", True)) as (_, devices),
+        pytest.raises(HalError, match="no device can run operation"),
+    ):
+        _run("cnn_int8", devices, use_reference=False)
 
 
 def test_tflite_command_over_two_targets(capsys):
