@@ -61,8 +61,9 @@ def add_parsers(sub: Any) -> None:
     p.add_argument(
         "--no-nnapi-cpu",
         action="store_true",
-        help="compile the partitions for the given devices only, without nnapi-reference "
-        "(createForDevices): an operation none of them takes fails the compilation",
+        help="as the delegate's disallow_nnapi_cpu: compile the partitions for the given "
+        "devices only (no nnapi-reference) and leave every node none of them supports to "
+        "LiteRT on the CPU",
     )
     p.add_argument(
         "--custom-op",
@@ -110,6 +111,16 @@ def _inputs(args: argparse.Namespace, tensors: list[Any]) -> list[np.ndarray]:
             lo, hi = max(info.min, -128), min(info.max, 255)
             out.append(rng.integers(lo, hi + 1, t.shape).astype(dt))
     return out
+
+
+def _stored_outputs(args: argparse.Namespace, n: int) -> list[np.ndarray]:
+    """``output_0``, ... of the ``--inputs`` file when it has them all (expected outputs
+    stored with the inputs, as examples/tflite/NAME.npz do), else none."""
+    if not args.inputs:
+        return []
+    data = np.load(args.inputs)
+    keys = [f"output_{k}" for k in range(n)]
+    return [data[k] for k in keys] if all(k in data.files for k in keys) else []
 
 
 def _dtype(t: Any) -> Any:
@@ -202,7 +213,12 @@ def compare(got: np.ndarray, want: np.ndarray) -> dict[str, float]:
 
 
 def cmd_tflite(args: argparse.Namespace) -> int:
-    from nnhal.importers.tflite import TFLiteFormatError, import_tflite, parse_custom_op
+    from nnhal.importers.tflite import (
+        TFLiteFormatError,
+        import_tflite,
+        parse_custom_op,
+        read_model,
+    )
     from nnhal.tools.cli import CliError
     from nnhal.tools.cli_runtime import PREFERENCES
 
@@ -217,28 +233,34 @@ def cmd_tflite(args: argparse.Namespace) -> int:
     if args.op_package:
         custom = _with_definitions(custom, args)
     try:
+        tfl_model = read_model(args.model)
         result = import_tflite(args.model, custom)
     except TFLiteFormatError as e:
         raise CliError(f"{args.model}: {e}") from None
     from nnhal.importers.tflite.fallback import TfliteRunner
-    from nnhal.importers.tflite.runtime_steps import RuntimePartition
+    from nnhal.importers.tflite.runtime_steps import RuntimePartition, import_for_devices
 
-    sg = result.tflite.subgraphs[0]
-    inputs = _inputs(args, [sg.tensors[t] for t in sg.inputs])
-    out_tensors = [sg.tensors[t] for t in sg.outputs]
-    report: dict[str, Any] = {
-        "model": args.model,
-        "operators": result.nodes,
-        "delegated": result.delegated,
-        "folded": result.folded_counts(),
-        "nnapi_operations": sum(p.operations for p in result.partitions),
-        "not_delegated": [s.line() for s in result.skipped],
-        "notes": list(result.notes),
-    }
     preference = PREFERENCES[args.preference]
     use_reference = not args.no_nnapi_cpu
     model_bytes = open(args.model, "rb").read()  # noqa: SIM115 - read whole, already parsed
     with _open_devices(args) as devices:
+        if not use_reference:
+            if not devices:
+                raise CliError("--no-nnapi-cpu needs a device: give --target (or --profile)", 2)
+            # the delegate's disallow_nnapi_cpu: nodes no device supports stay on the CPU
+            result = import_for_devices(tfl_model, devices, custom)
+        sg = result.tflite.subgraphs[0]
+        inputs = _inputs(args, [sg.tensors[t] for t in sg.inputs])
+        out_tensors = [sg.tensors[t] for t in sg.outputs]
+        report: dict[str, Any] = {
+            "model": args.model,
+            "operators": result.nodes,
+            "delegated": result.delegated,
+            "folded": result.folded_counts(),
+            "nnapi_operations": sum(p.operations for p in result.partitions),
+            "not_delegated": [s.line() for s in result.skipped],
+            "notes": list(result.notes),
+        }
         report["devices"] = [d.name for d in devices] + (
             ["nnapi-reference"] if use_reference else []
         )
@@ -280,6 +302,12 @@ def cmd_tflite(args: argparse.Namespace) -> int:
     report["operators_per_device"] = _per_device(report["plan"], result)
     report["run_ms"] = statistics.median(times)
     outputs = [np.asarray(o).reshape(t.shape) for o, t in zip(outputs, out_tensors)]
+    stored = _stored_outputs(args, len(out_tensors))
+    if stored:
+        report["stored_outputs"] = [
+            {"name": t.name, "shape": list(t.shape), "file": args.inputs, **compare(o, r)}
+            for t, o, r in zip(out_tensors, outputs, stored)
+        ]
     try:
         ref, ref_ms = litert_run(args.model, inputs, args.repeat)
     except ImportError:
@@ -369,6 +397,8 @@ def _print(report: dict[str, Any], result: Any, repeat: int) -> None:
         f"{report['model']}: {result.nodes} operators, {result.delegated} delegated "
         f"({report['nnapi_operations']} NNAPI operations), {len(result.skipped)} on the CPU"
     )
+    for line in report["not_delegated"]:
+        print(f"  not delegated: {line}")
     for note in report["notes"]:
         print(f"  note: {note}")
     print(f"  devices: {', '.join(report['devices'])}")
@@ -384,6 +414,9 @@ def _print(report: dict[str, Any], result: Any, repeat: int) -> None:
         f"  whole run: prepare {report['prepare_ms']:.1f} ms, run median "
         f"{report['run_ms']:.2f} ms over {repeat}"
     )
+    for o in report.get("stored_outputs", []):
+        diffs = ", ".join(f"{k} {v:.3g}" for k, v in o.items() if k.startswith("max_"))
+        print(f"  output {o['name']!r} {o['shape']} vs {o['file']}: {diffs}")
     if "litert_ms" in report:
         print(f"  LiteRT (1 thread): invoke median {report['litert_ms']:.2f} ms")
         for o in report["outputs"]:

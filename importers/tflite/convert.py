@@ -368,6 +368,8 @@ class _Converter:
         self._building: set[int] = set()
         #: (subgraph, node) -> a note about the conversion (custom options not passed)
         self.notes: dict[tuple[int, int], str] = {}
+        #: main-graph nodes refused from outside (the target devices support them not)
+        self.refuse: dict[int, str] = {}
 
     def mapper(self, op: TfOperator) -> Any:
         """The mapping function for ``op``, or None when nothing maps it."""
@@ -523,7 +525,7 @@ class _Converter:
         for op in sg.operators:
             if op.index in plan.folded:
                 continue
-            reason = self.node_reason(op)
+            reason = self.refuse.get(op.index) or self.node_reason(op)
             if reason is None:
                 run.append(op.index)
                 continue
@@ -591,7 +593,11 @@ def _pass_through(ctx: OpContext, outputs: Sequence[int], out_of: dict[int, Oper
         ctx.emitted += 1
 
 
-def convert(model: TfModel, custom_ops: dict[str, tuple[Any, ...]] | None = None) -> ImportResult:
+def convert(
+    model: TfModel,
+    custom_ops: dict[str, tuple[Any, ...]] | None = None,
+    refuse: dict[int, str] | None = None,
+) -> ImportResult:
     """Convert a checked TFLite model; see the module docstring.
 
     ``custom_ops``: TFLite custom code -> (extension name, operation number[, params]):
@@ -600,5 +606,10 @@ def convert(model: TfModel, custom_ops: dict[str, tuple[Any, ...]] | None = None
     its FlexBuffer custom options become the parameter operands; without, they are not
     passed (a note says so) and the extension's defaults apply. An nnhal extension beyond
     the delegate, for vendor kernels served by an op package.
+
+    ``refuse``: main-graph node -> reason: nodes left to the CPU whatever their mapping
+    (the delegate's ``disallow_nnapi_cpu``: nodes the target devices do not support).
     """
-    return _Converter(model, custom_ops).run()
+    converter = _Converter(model, custom_ops)
+    converter.refuse = dict(refuse or {})
+    return converter.run()

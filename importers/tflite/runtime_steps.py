@@ -16,6 +16,11 @@ TFLite CPU kernels between those kernels. This module keeps that layering:
   an NNAPI compilation.
 - ``runtime_steps`` describes the runtime's plan of a partition in TFLite terms
   (which device runs which TFLite nodes).
+- ``import_for_devices`` is the delegate with ``disallow_nnapi_cpu`` (its default
+  when it picks the accelerators itself): it asks the devices which operations
+  they support (``getSupportedOperationsForDevices``) and leaves every node with
+  an operation none of them takes to TFLite's CPU kernels, re-partitioning
+  until every delegated node has a device.
 """
 
 from __future__ import annotations
@@ -25,14 +30,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from nnhal.importers.tflite.convert import Partition
+from nnhal.importers.tflite.convert import ImportResult, Partition, convert
+from nnhal.importers.tflite.reader import TfModel
 from nnhal.runtime.api import Compilation, Execution
 from nnhal.runtime.devices import RuntimeDevice
 from nnhal.runtime.partition import DeviceStep, IfStep, WhileStep, iter_steps
 
-from nnhal.types import ExecutionPreference
+from nnhal.types import ExecutionPreference, operation_name
 
-__all__ = ["RuntimePartition", "RuntimeStepInfo", "runtime_steps"]
+__all__ = [
+    "RuntimePartition",
+    "RuntimeStepInfo",
+    "device_refusals",
+    "import_for_devices",
+    "runtime_steps",
+]
 
 
 @dataclass
@@ -121,3 +133,40 @@ def runtime_steps(partition: Partition, compilation: Compilation) -> list[Runtim
         nodes = sorted({nodes_of[k] for k in ops if k < len(nodes_of)})
         out.append(RuntimeStepInfo(step.index, name, ops, nodes))
     return out
+
+
+def device_refusals(result: ImportResult, devices: Sequence[RuntimeDevice]) -> dict[int, str]:
+    """Delegated nodes with an NNAPI operation none of ``devices`` supports, with why."""
+    refused: dict[int, str] = {}
+    for p in result.partitions:
+        answers = [(d.name, *d.explain(p.model)) for d in devices]
+        for k, op in enumerate(p.model.main.operations):
+            if any(supported[k] for _, supported, _ in answers):
+                continue
+            node = p.operation_nodes[k] if k < len(p.operation_nodes) else p.nodes[-1]
+            if node in refused:
+                continue
+            why = "; ".join(
+                f"{name}: {reasons.get(k, 'not supported')}" for name, _, reasons in answers
+            )
+            refused[node] = (
+                f"no target device supports its NNAPI operation {operation_name(op.type)} "
+                f"({why or 'no devices'})"
+            )
+    return refused
+
+
+def import_for_devices(
+    model: TfModel,
+    devices: Sequence[RuntimeDevice],
+    custom_ops: dict[str, tuple[Any, ...]] | None = None,
+) -> ImportResult:
+    """Convert, then leave to the CPU every node the devices cannot run, and again, until
+    every delegated node has a device (each round only removes nodes: it ends)."""
+    refuse: dict[int, str] = {}
+    while True:
+        result = convert(model, custom_ops, refuse)
+        more = {n: r for n, r in device_refusals(result, devices).items() if n not in refuse}
+        if not more:
+            return result
+        refuse.update(more)

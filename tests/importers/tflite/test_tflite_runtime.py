@@ -110,19 +110,48 @@ def test_tflite_command_bad_target_is_one_line(capsys):
     assert rc == 1 and "127.0.0.1:1" in err and len(err.strip().splitlines()) == 1
 
 
-def test_tflite_command_no_nnapi_cpu_names_the_operation(capsys):
+def test_disallowing_the_cpu_device_leaves_unsupported_nodes_to_the_cpu():
+    """The delegate's disallow_nnapi_cpu: nodes with an operation no target supports are
+    not delegated (with the device's reason); every node left delegated has a device."""
+    from nnhal.importers.tflite import read_model
+    from nnhal.importers.tflite.runtime_steps import device_refusals, import_for_devices
+
+    with served(npu_profile("npu-even", True)) as (_, devices):
+        result = import_for_devices(read_model(model_path("cnn_int8")), devices)
+        assert result.skipped and all(
+            "no target device supports" in s.reason and "npu-even" in s.reason
+            for s in result.skipped
+        )
+        assert device_refusals(result, devices) == {}
+        assert result.delegated + len(result.skipped) == result.nodes
+
+
+def test_tflite_command_no_nnapi_cpu_runs_refused_nodes_in_litert(capsys):
     with served(npu_profile("npu-even", True)) as (address, _):
         rc = main(
             [
                 "tflite",
                 str(model_path("cnn_int8")),
+                "--inputs",
+                str(DATA / "cnn_int8.npz"),
                 "--target",
                 address,
                 "--no-nnapi-cpu",
                 "--repeat",
                 "1",
+                "--json",
             ]
         )
-    err = capsys.readouterr().err
-    assert rc == 1 and "no device can run operation" in err
-    assert len(err.strip().splitlines()) == 1
+    captured = capsys.readouterr()
+    try:
+        import ai_edge_litert.interpreter  # noqa: F401
+    except ImportError:  # the refused nodes cannot run: one line naming them, exit 1
+        assert rc == 1 and "no target device supports" in captured.err
+        assert len(captured.err.strip().splitlines()) == 1
+        return
+    assert rc == 0, captured.err
+    doc = json.loads(captured.out)
+    assert doc["devices"] == ["npu-even"]
+    assert {e["kind"] for e in doc["plan"]} == {"nnapi", "litert"}
+    assert doc["stored_outputs"][0]["max_steps"] <= 1
+    assert doc["outputs"][0]["max_steps"] <= 1
