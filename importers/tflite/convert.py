@@ -116,6 +116,8 @@ class ImportResult:
             api = max(api, 30)
         if types & {T.TENSOR_QUANT8_SYMM_PER_CHANNEL, T.TENSOR_FLOAT16, T.TENSOR_BOOL8}:
             api = max(api, 29)
+        if "DENSIFY" in self.folded_counts():  # the delegate folds DENSIFY from NNAPI 1.3
+            api = max(api, 30)
         return api
 
     @property
@@ -549,14 +551,15 @@ class _Converter:
 
 
 def _densify_refusal(op: TfOperator, src: TfTensor) -> str:
-    """Why the delegate would not fold this DENSIFY ("" when it folds it): it densifies
-    the constant sparse weights itself and hands NNAPI the dense constant."""
-    if op.version > 2:
-        return f"operator version {op.version} is higher than 2"
-    if src.data is None or src.sparsity is None:
-        return f"input {src.name!r} is not a constant sparse tensor"
+    """Why the delegate would not fold this DENSIFY ("" when it folds it). Its Validate
+    takes a DENSIFY whose input is a constant (from NNAPI 1.3), then densifies the sparse
+    weights itself and hands NNAPI the dense constant; the operator version is not checked."""
+    if src.data is None:
+        return f"input {src.name!r} is not a constant tensor"
+    if src.sparsity is None:
+        return f"input {src.name!r} has no sparsity metadata"
     if src.type not in (FLOAT32, FLOAT16, INT8, UINT8):
-        return f"input {src.name!r} is {src.type_name}; FLOAT32/FLOAT16/INT8/UINT8 are folded"
+        return f"input {src.name!r} is {src.type_name}; FLOAT32/FLOAT16/INT8/UINT8 are densified"
     return ""
 
 
