@@ -1,4 +1,5 @@
-"""CLI of the emulated NNAPI runtime: ``nnhal plan`` and ``--runtime`` for run / vectors.
+"""CLI of the emulated NNAPI runtime: ``nnhal plan`` and ``--runtime`` for run / vectors
+(``nnhal bench --runtime`` lives in ``nnhal.tools.bench_runtime``).
 
     nnhal plan MODEL [--name NAME] [--target ADDR[/DEVICE]]... [--preference P] [--json]
     nnhal run MODEL --runtime [--target ADDR[/DEVICE]]... [--preference P] [--mode M]
@@ -258,6 +259,8 @@ def cmd_run(args: argparse.Namespace, inputs: list[Any] | None = None) -> int:
         finally:
             compilation.release()
         doc["report"] = execution.report.to_json()
+        if compilation.fallback:  # a device failed to prepare: the whole model on the CPU
+            doc["report"]["compilation_fallback"] = compilation.fallback
     finally:
         _close(devices)
     print(json.dumps(doc, indent=1))
