@@ -103,16 +103,25 @@ def plan_json(model: Any, devices: list[Any], preference: int) -> dict[str, Any]
         number_steps,
         partition,
     )
+    from nnhal.runtime.host import HostDevice, host_devices
     from nnhal.runtime.reference import reference_device
+    from nnhal.runtime.slicing import subgraph_of
 
     from nnhal.types import operation_name
 
-    all_devices = [*devices, reference_device()]
+    all_devices = [*devices, *host_devices(model), reference_device()]
     plan = partition(model, all_devices, preference)
     number_steps(plan)
 
     def name(d: int) -> str:
         return "runtime interpreter" if d == INTERPRETER else all_devices[d].name
+
+    def why(p: SubgraphPlan, c: Any) -> str:
+        dev = None if c.device == INTERPRETER else all_devices[c.device]
+        if isinstance(dev, HostDevice):  # what the host runs, and why there
+            return dev.describe(model, subgraph_of(model, p.source), subgraph_of(
+                model, p.source).operations[c.operation])
+        return c.note or _why(c, all_devices, preference)
 
     def sub_json(p: SubgraphPlan) -> dict[str, Any]:
         ops = []
@@ -122,7 +131,7 @@ def plan_json(model: Any, devices: list[Any], preference: int) -> dict[str, Any]
                     "operation": c.operation,
                     "type": operation_name(c.type),
                     "device": name(c.device),
-                    "why": c.note or _why(c, all_devices, preference),
+                    "why": why(p, c),
                     "performance": {all_devices[d].name: v for d, v in c.perf.items()},
                     "unsupported": {all_devices[d].name: r for d, r in c.unsupported.items()},
                 }
