@@ -228,14 +228,31 @@ def matmul(n: Node) -> None:
     if a.elem not in (tm.FLOAT, tm.FLOAT16):
         raise Unsupported(f"MatMul on {tm.elem_name(a.elem)}")
     b = n.t(1)
-    if b.const is None:
-        raise Unsupported(f"input 1 (B {n.name(1)!r}) must be a constant (NNAPI 1.3 has"
-                          " FULLY_CONNECTED only; BATCH_MATMUL came in feature level 6)")  # fmt: skip
-    if b.const.ndim != 2:
-        raise Unsupported(f"MatMul with a rank-{b.const.ndim} constant B")
     dtype = np.float16 if a.elem == tm.FLOAT16 else np.float32
-    w = np.ascontiguousarray(b.const.T.astype(dtype))
+    if b.const is None:
+        _matmul_runtime_b(n, a, b, dtype)
+        return
+    if b.const.ndim not in (1, 2):
+        raise Unsupported(f"MatMul with a rank-{b.const.ndim} constant B (NNAPI 1.3 has no"
+                          " batched matrix product)")  # fmt: skip
+    # a rank-1 B is one output unit whose axis the output drops (reshape_to_output)
+    w = b.const.reshape(1, -1) if b.const.ndim == 1 else b.const.T
+    w = np.ascontiguousarray(w.astype(dtype))
     fully_connected(n, n.i(0), a.shape, w, np.zeros(w.shape[0], dtype), a.nnapi_type())
+
+
+def _matmul_runtime_b(n: Node, a, b, dtype) -> None:
+    """A [M, K] x B [K, N], B computed at run time: FULLY_CONNECTED takes its weights as
+    any operand, so B goes through TRANSPOSE to [N, K] (NNAPI 1.3 has no BATCH_MATMUL)."""
+    if a.rank != 2 or b.rank != 2 or not b.static:
+        raise Unsupported(f"MatMul with a run-time B of rank {b.rank} and A of rank {a.rank}"
+                          " (only 2-D x 2-D with a static B: NNAPI 1.3 has no BATCH_MATMUL)")  # fmt: skip
+    k, units = b.shape
+    code = a.nnapi_type()
+    bt = n.scope.temp(code, (units, k))
+    n.op(O.TRANSPOSE, [n.i(1), n.scope.vector([1, 0])], [bt])
+    bias = n.scope.sb.constant(code, np.zeros(units, dtype), (units,))
+    n.op(O.FULLY_CONNECTED, [n.i(0), bt, bias, n.scalar_i32(0)], [n.out(0, like=0)])
 
 
 @mapping("BatchNormalization")

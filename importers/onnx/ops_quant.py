@@ -1,4 +1,5 @@
-"""Quantized operators: QuantizeLinear, DequantizeLinear, QLinearConv, QLinearMatMul.
+"""Quantized operators: QuantizeLinear, DequantizeLinear, QLinearConv, QLinearMatMul, and
+ONNX Runtime's com.microsoft QLinearAdd, QLinearMul, QLinearSigmoid, QLinearAveragePool.
 
 8-bit ONNX tensors are NNAPI quantized tensors: their scale and zero point
 come from the (constant, per-tensor) parameters of the Q/DQ/QLinear nodes
@@ -54,6 +55,13 @@ def quant_params(graph, constants: dict[str, np.ndarray]) -> dict[str, tuple[flo
             elif node.op_type == "QLinearConv" or node.op_type == "QLinearMatMul":
                 put(ins[0], ins[1], ins[2])
                 put(node.output[0], ins[6], ins[7])
+            elif node.op_type in ("QLinearAdd", "QLinearMul"):  # com.microsoft
+                put(ins[0], ins[1], ins[2])
+                put(ins[3], ins[4], ins[5])
+                put(node.output[0], ins[6], ins[7])
+            elif node.op_type in ("QLinearSigmoid", "QLinearAveragePool"):  # com.microsoft
+                put(ins[0], ins[1], ins[2])
+                put(node.output[0], ins[3], ins[4])
             for attr in node.attribute:
                 if attr.type == 5:
                     walk(attr.g)
@@ -148,3 +156,79 @@ def qlinear_matmul(n: Node) -> None:
         n.op(O.FULLY_CONNECTED, [n.i(0), wt, bt, n.scalar_i32(0)], [out])
         return
     raise Unsupported("QLinearMatMul on a non-2-D input")
+
+
+# ---- com.microsoft quantized operators (ONNX Runtime's contrib ops, as its NNAPI EP maps them)
+
+
+def _same_params(n: Node, k: int, s_k: int, z_k: int) -> None:
+    """Input ``k`` must carry the scale / zero point of inputs ``s_k`` / ``z_k``."""
+    t = n.t(k)
+    scale = _scalar(n.const(s_k, "scale"), "scale")
+    zp = int(_scalar(n.const(z_k, "zero point"), "zero point")) if n.has(z_k) else 0
+    if not t.quantized or (t.scale, t.zero_point) != (scale, zp):
+        raise Unsupported(f"input {n.name(k)!r} has other quantization parameters than the node's")
+
+
+def _out_params(n: Node, s_k: int, z_k: int) -> tuple[float, int]:
+    scale = _scalar(n.const(s_k, "output scale"), "output scale")
+    zp = int(_scalar(n.const(z_k, "output zero point"), "output zero point")) if n.has(z_k) else 0
+    return scale, zp
+
+
+@mapping("com.microsoft.QLinearAdd", "com.microsoft.QLinearMul")
+def qlinear_binary(n: Node) -> None:
+    a, b = n.t(0), n.t(3)
+    if a.elem != b.elem or a.elem not in (tm.UINT8, tm.INT8):
+        raise Unsupported(f"{n.op_type} of {tm.elem_name(a.elem)} and {tm.elem_name(b.elem)}")
+    _same_params(n, 0, 1, 2)
+    _same_params(n, 3, 4, 5)
+    scale, zp = _out_params(n, 6, 7)
+    op = O.ADD if n.op_type == "QLinearAdd" else O.MUL
+    # ONNX's shape inference does not know com.microsoft operators: broadcast here
+    shape = n.out_shape(0)
+    if shape is None and a.static and b.static:
+        shape = tuple(np.broadcast_shapes(a.shape, b.shape))
+    out = n.out(0, elem=a.elem, scale=scale, zero_point=zp, shape=shape)
+    n.op(op, [n.i(0), n.i(3), n.scalar_i32(0)], [out])
+
+
+@mapping("com.microsoft.QLinearSigmoid")
+def qlinear_sigmoid(n: Node) -> None:
+    x = n.t(0)
+    if x.elem not in (tm.UINT8, tm.INT8):
+        raise Unsupported(f"QLinearSigmoid of {tm.elem_name(x.elem)}")
+    _same_params(n, 0, 1, 2)
+    scale, zp = _out_params(n, 3, 4)
+    # NNAPI's quantized LOGISTIC has a fixed output: scale 1/256, zero point 0 (-128 signed)
+    want = 0 if x.elem == tm.UINT8 else -128
+    if scale != 1.0 / 256 or zp != want:
+        raise Unsupported(f"QLinearSigmoid output scale {scale} / zero point {zp} (NNAPI's"
+                          f" LOGISTIC gives 1/256 and {want})")  # fmt: skip
+    n.op(O.LOGISTIC, [n.i(0)], [n.out(0, like=0, elem=x.elem, scale=scale, zero_point=zp)])
+
+
+@mapping("com.microsoft.QLinearAveragePool")
+def qlinear_average_pool(n: Node) -> None:
+    from .ops_nn import emit_pool, pool_params
+
+    x = n.t(0)
+    if x.elem not in (tm.UINT8, tm.INT8):
+        raise Unsupported(f"QLinearAveragePool of {tm.elem_name(x.elem)}")
+    if n.attr("channels_last", 0):
+        raise Unsupported("QLinearAveragePool with channels_last=1")
+    _same_params(n, 0, 1, 2)
+    scale, zp = _out_params(n, 3, 4)
+    if (scale, zp) != (x.scale, x.zero_point):
+        raise Unsupported("QLinearAveragePool whose output quantization differs from its"
+                          " input's (NNAPI's AVERAGE_POOL_2D keeps them)")  # fmt: skip
+    kernel, strides, pads = pool_params(n)
+    if n.attr("count_include_pad", 0) and any(pads):
+        raise Unsupported("count_include_pad=1 with padding (NNAPI averages valid cells only)")
+    shape = n.out_shape(0)
+    if shape is None:  # not inferred for com.microsoft operators: NNAPI's own arithmetic
+        nb, c, h, w = n.shape(0)
+        shape = (nb, c, (h + pads[2] + pads[3] - kernel[0]) // strides[0] + 1,
+                 (w + pads[0] + pads[1] - kernel[1]) // strides[1] + 1)  # fmt: skip
+    out = n.out(0, elem=x.elem, scale=scale, zero_point=zp, shape=shape)
+    emit_pool(n, O.AVERAGE_POOL_2D, n.i(0), out, kernel, strides, pads)
