@@ -139,13 +139,14 @@ def qlinear_matmul(n: Node) -> None:
     a = n.t(0)
     a_scale = _scalar(n.const(1, "a_scale"), "a_scale")
     b = n.const(3, "b")
-    if b.ndim != 2:
-        raise Unsupported(f"QLinearMatMul with a rank-{b.ndim} b")
     b_scale = _scalar(n.const(4, "b_scale"), "b_scale")
     b_zp = int(_scalar(n.const(5, "b_zero_point"), "b_zero_point"))
     y_scale = _scalar(n.const(6, "y_scale"), "y_scale")
     y_zp = int(_scalar(n.const(7, "y_zero_point"), "y_zero_point"))
     vals, code, ws, wz = _weights(n, a, b, b_scale, b_zp)
+    if b.ndim != 2 or a.rank != 2:
+        _qlinear_matmul_by_batch(n, a, vals, code, ws, wz, a_scale, y_scale, y_zp)
+        return
     w = np.ascontiguousarray(vals.T)
     sb = n.scope.sb
     wt = sb.constant(code, w, w.shape, ws, wz)
@@ -156,6 +157,47 @@ def qlinear_matmul(n: Node) -> None:
         n.op(O.FULLY_CONNECTED, [n.i(0), wt, bt, n.scalar_i32(0)], [out])
         return
     raise Unsupported("QLinearMatMul on a non-2-D input")
+
+
+def _qlinear_matmul_by_batch(n: Node, a, b: np.ndarray, code, ws, wz, a_scale, y_scale, y_zp):
+    """QLinearMatMul with batch axes (constant b): per broadcast batch, one FULLY_CONNECTED
+    of an ``a`` slice with that batch's weights; concatenated, reshaped to the output."""
+    from .ops_nn import MAX_BATCH, _as_stack, _flat, _slice
+
+    sa = n.shape(0)
+    if len(sa) < 2 or b.ndim < 2:
+        raise Unsupported(f"QLinearMatMul of ranks {len(sa)} and {b.ndim} (rank-1 operands)")
+    (m, k), (k2, units) = sa[-2:], b.shape[-2:]
+    if k != k2:
+        raise Unsupported(f"QLinearMatMul of {list(sa)} and {list(b.shape)}: inner dims differ")
+    batch = tuple(np.broadcast_shapes(tuple(sa[:-2]), b.shape[:-2]))
+    count = int(np.prod(batch, dtype=np.int64)) if batch else 1
+    if count > MAX_BATCH:
+        raise Unsupported(f"QLinearMatMul over {count} batches (at most {MAX_BATCH})")
+    sb = n.scope.sb
+    a_code = a.nnapi_type()
+    rows = _as_stack(n, 0, a, tuple(sa), m, k)
+    stack_b = b.reshape(-1, k, units)
+    bias = sb.constant(T.TENSOR_INT32, np.zeros(units, np.int32), (units,), a_scale * ws)
+    a_slices: dict[int, int] = {}
+    pieces = []
+    for idx in np.ndindex(*batch) if batch else [()]:
+        fa, fb = _flat(idx, tuple(sa[:-2])), _flat(idx, b.shape[:-2])
+        if fa not in a_slices:
+            a_slices[fa] = _slice(n, a_code, rows, fa, (m, k), a.scale, a.zero_point)
+        w = np.ascontiguousarray(stack_b[fb].T)
+        w_op = sb.constant(code, w, w.shape, ws, wz)
+        piece = n.scope.temp(a_code, (m, units), y_scale, y_zp)
+        n.op(O.FULLY_CONNECTED, [a_slices[fa], w_op, bias, n.scalar_i32(0)], [piece])
+        pieces.append(piece)
+    if len(pieces) == 1:
+        src = pieces[0]
+    else:
+        src = n.scope.temp(a_code, (count * m, units), y_scale, y_zp)
+        n.op(O.CONCATENATION, [*pieces, n.scalar_i32(0)], [src])
+    n.out(0, elem=a.elem, scale=y_scale, zero_point=y_zp)
+    out_t = n.scope.tensors[n.proto.output[0]]
+    n.op(O.RESHAPE, [src, n.scope.vector(list(tm.nnapi_dims(n.out_static(0))))], [out_t.index])
 
 
 # ---- com.microsoft quantized operators (ONNX Runtime's contrib ops, as its NNAPI EP maps them)
