@@ -168,10 +168,16 @@ def _convert(model, where: str, out_shapes: dict[str, tuple], host: bool = False
     """(declared output shapes, output tensors, OnnxImport) of one conversion."""
     from onnx import numpy_helper
 
-    from .ops_quant import quant_params
+    from .ops_quant import axis_params, quant_params
 
     opset = default_opset(model) or 0
-    conv = Converter(model, opset, quant_params(model.graph, _constants(model)), host)
+    consts = _constants(model)
+    quant = quant_params(model.graph, consts)
+    axis_quant = axis_params(model.graph, consts)
+    for name in axis_quant:  # held as raw 8-bit values (ops_quant.axis_params)
+        quant.setdefault(name, (1.0, 0))
+    conv = Converter(model, opset, quant, host)
+    conv.axis_quant = axis_quant
     g = model.graph
     scope = Scope(conv, conv.mb.main, None, "main")
     init_names = {i.name for i in g.initializer}

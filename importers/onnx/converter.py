@@ -94,6 +94,8 @@ class Converter:
         self.host_nodes: list[UnsupportedNode] = []
         self.host_extensions: set[str] = set()
         self.quant = quant  # tensor name -> (scale, zero point)
+        #: tensor name -> (scales, zero points, axis): per-axis, held as raw values
+        self.axis_quant: dict[str, tuple] = {}
         self.info: dict[str, tuple[int, tuple | None]] = {}
         self._collect(model.graph)
 

@@ -70,10 +70,65 @@ def quant_params(graph, constants: dict[str, np.ndarray]) -> dict[str, tuple[flo
     return out
 
 
+def axis_params(graph, constants: dict[str, np.ndarray]) -> dict[str, tuple]:
+    """tensor name -> (scales, zero points, axis) of 8-bit tensors QuantizeLinear /
+    DequantizeLinear quantize per axis (recursive). NNAPI's only per-channel type is for
+    constant filters, so such a run-time tensor holds its raw 8-bit values (scale 1, zero
+    point 0) and the Q/DQ nodes do the per-channel arithmetic in float."""
+    out: dict[str, tuple] = {}
+
+    def walk(g) -> None:
+        for node in g.node:
+            ins = list(node.input) + ["", "", ""]
+            name = {"QuantizeLinear": node.output[0], "DequantizeLinear": ins[0]}.get(
+                node.op_type, "")
+            s = constants.get(ins[1]) if name else None
+            if s is not None and np.size(s) > 1 and not _attr(node, "block_size", 0):
+                z = constants.get(ins[2]) if ins[2] else np.zeros(np.shape(s), np.uint8)
+                if z is not None:
+                    out.setdefault(name, (np.asarray(s), np.asarray(z), _attr(node, "axis", 1)))
+            for attr in node.attribute:
+                if attr.type == 5:
+                    walk(attr.g)
+
+    walk(graph)
+    return out
+
+
+def _attr(node, name: str, default):
+    for a in node.attribute:
+        if a.name == name:
+            return a.i
+    return default
+
+
+def _axis_vector(n: Node, values: np.ndarray, axis: int, rank: int) -> int:
+    """A float32 constant of ``values`` along ``axis`` of a rank-``rank`` tensor (broadcasts)."""
+    shape = [1] * rank
+    shape[axis] = values.size
+    return n.scope.sb.constant(T.TENSOR_FLOAT32, values.astype(np.float32).reshape(shape), shape)
+
+
+def _per_axis(n: Node, k_scale: int, k_zp: int, rank: int):
+    """(scales, zero points, axis) of a per-axis Q/DQ node, or None when per-tensor."""
+    scale = np.asarray(n.const(k_scale, "scale"))
+    if scale.size == 1 and not n.attr("block_size", 0):
+        return None
+    if n.attr("block_size", 0):
+        raise Unsupported("blocked quantization (block_size) has no NNAPI equivalent")
+    zp = np.asarray(n.const(k_zp, "zero point")) if n.has(k_zp) else np.zeros(scale.shape, np.uint8)
+    axis = int(n.attr("axis", 1)) % rank
+    return scale.reshape(-1), zp.reshape(-1), axis
+
+
 @mapping("QuantizeLinear")
 def quantize(n: Node) -> None:
     if n.t(0).elem != tm.FLOAT:
         raise Unsupported("QuantizeLinear of a non-float32 input")
+    per_axis = _per_axis(n, 1, 2, n.rank(0))
+    if per_axis is not None:
+        _quantize_per_axis(n, *per_axis)
+        return
     scale = _scalar(n.const(1, "y_scale"), "y_scale")
     zp = int(_scalar(n.const(2, "y_zero_point"), "y_zero_point")) if n.has(2) else 0
     elem = n.t(2).elem if n.has(2) else tm.UINT8
@@ -82,9 +137,37 @@ def quantize(n: Node) -> None:
     n.op(O.QUANTIZE, [n.i(0)], [n.out(0, elem=elem, scale=scale, zero_point=zp)])
 
 
+def _quantize_per_axis(n: Node, scale: np.ndarray, zp: np.ndarray, axis: int) -> None:
+    """y = QUANTIZE(x / scale[c] + zp[c]) into raw 8-bit values (scale 1, zero point 0)."""
+    rank, shape = n.rank(0), n.t(0).shape
+    elem = tm.INT8 if zp.dtype == np.int8 else tm.UINT8
+    if n.scope.conv.quant.get(n.proto.output[0]) != (1.0, 0):
+        raise Unsupported("per-axis output also quantized per tensor elsewhere")
+    div, add = n.scope.temp(T.TENSOR_FLOAT32, shape), n.scope.temp(T.TENSOR_FLOAT32, shape)
+    n.op(O.DIV, [n.i(0), _axis_vector(n, scale, axis, rank), n.scalar_i32(0)], [div])
+    n.op(O.ADD, [div, _axis_vector(n, zp, axis, rank), n.scalar_i32(0)], [add])
+    n.op(O.QUANTIZE, [add], [n.out(0, elem=elem, scale=1.0, zero_point=0)])
+
+
 @mapping("DequantizeLinear")
 def dequantize(n: Node) -> None:
     x = n.t(0)
+    per_axis = _per_axis(n, 1, 2, n.rank(0))
+    if per_axis is not None:
+        scale, zp, axis = per_axis
+        known = n.scope.conv.axis_quant.get(n.proto.input[0])
+        if known is None or not x.quantized or (x.scale, x.zero_point) != (1.0, 0):
+            raise Unsupported("per-axis DequantizeLinear of a tensor not held as raw values")
+        if not (np.array_equal(known[0].reshape(-1), scale) and
+                np.array_equal(known[1].reshape(-1), zp)):  # fmt: skip
+            raise Unsupported("per-axis DequantizeLinear with other parameters than its input's")
+        rank, shape = n.rank(0), x.shape
+        raw, centred = n.scope.temp(T.TENSOR_FLOAT32, shape), n.scope.temp(T.TENSOR_FLOAT32, shape)
+        n.op(O.DEQUANTIZE, [n.i(0)], [raw])  # the raw values, exactly (scale 1, zero point 0)
+        n.op(O.SUB, [raw, _axis_vector(n, zp, axis, rank), n.scalar_i32(0)], [centred])
+        n.op(O.MUL, [centred, _axis_vector(n, scale, axis, rank), n.scalar_i32(0)],
+             [n.out(0, elem=tm.FLOAT)])  # fmt: skip
+        return
     scale = _scalar(n.const(1, "x_scale"), "x_scale")
     zp = int(_scalar(n.const(2, "x_zero_point"), "x_zero_point")) if n.has(2) else 0
     if not x.quantized or (x.scale, x.zero_point) != (scale, zp):
@@ -124,14 +207,37 @@ def qlinear_conv(n: Node) -> None:
     x = n.t(0)
     x_scale = _scalar(n.const(1, "x_scale"), "x_scale")
     w = n.const(3, "w")
-    w_scale = _scalar(n.const(4, "w_scale"), "w_scale")
-    w_zp = int(_scalar(n.const(5, "w_zero_point"), "w_zero_point"))
     y_scale = _scalar(n.const(6, "y_scale"), "y_scale")
     y_zp = int(_scalar(n.const(7, "y_zero_point"), "y_zero_point"))
+    if np.size(n.const(4, "w_scale")) > 1:
+        _qlinear_conv_per_channel(n, x, x_scale, w, y_scale, y_zp)
+        return
+    w_scale = _scalar(n.const(4, "w_scale"), "w_scale")
+    w_zp = int(_scalar(n.const(5, "w_zero_point"), "w_zero_point"))
     vals, code, ws, wz = _weights(n, x, w, w_scale, w_zp)
     bias = _bias(n, 8, w.shape[0], x_scale * ws)
     out = n.out(0, elem=x.elem, scale=y_scale, zero_point=y_zp)
     emit_conv(n, n.i(0), vals, bias, out, w_code=code, w_scale=ws, w_zp=wz)
+
+
+def _qlinear_conv_per_channel(n: Node, x, x_scale: float, w: np.ndarray, y_scale: float,
+                              y_zp: int) -> None:  # fmt: skip
+    """Per-output-channel weight scales: NNAPI's TENSOR_QUANT8_SYMM_PER_CHANNEL filter (int8,
+    zero points 0) with an INT32 bias of scale 0 (each channel's is x_scale * w_scale[c])."""
+    from .ops_nn import emit_conv
+
+    w_scale = np.asarray(n.const(4, "w_scale"), np.float64).reshape(-1)
+    w_zp = np.asarray(n.const(5, "w_zero_point")).reshape(-1) if n.has(5) else np.zeros(1)
+    if w.dtype != np.int8 or np.any(w_zp != 0):
+        raise Unsupported("per-channel QLinearConv needs int8 weights with zero points 0"
+                          " (NNAPI's per-channel filter is symmetric int8)")  # fmt: skip
+    if w_scale.size != w.shape[0]:
+        raise Unsupported(f"{w_scale.size} weight scales for {w.shape[0]} output channels")
+    b = n.const(8, "B").astype(np.int32) if n.has(8) else np.zeros(w.shape[0], np.int32)
+    bias = n.scope.sb.constant(T.TENSOR_INT32, b, (w.shape[0],), 0.0, 0)
+    out = n.out(0, elem=x.elem, scale=y_scale, zero_point=y_zp)
+    emit_conv(n, n.i(0), w, bias, out, w_code=T.TENSOR_QUANT8_SYMM_PER_CHANNEL,
+              channel_quant=([float(v) for v in w_scale], 0))  # fmt: skip
 
 
 @mapping("QLinearMatMul")
