@@ -95,6 +95,7 @@ def _load(path: str, name: str | None) -> Any:
 
 def plan_json(model: Any, devices: list[Any], preference: int) -> dict[str, Any]:
     """The plan of ``model``: per operation the device and why; the steps."""
+    from nnhal.runtime.host import HostDevice, host_devices
     from nnhal.runtime.partition import (
         INTERPRETER,
         DeviceStep,
@@ -103,7 +104,6 @@ def plan_json(model: Any, devices: list[Any], preference: int) -> dict[str, Any]
         number_steps,
         partition,
     )
-    from nnhal.runtime.host import HostDevice, host_devices
     from nnhal.runtime.reference import reference_device
     from nnhal.runtime.slicing import subgraph_of
 
@@ -119,8 +119,11 @@ def plan_json(model: Any, devices: list[Any], preference: int) -> dict[str, Any]
     def why(p: SubgraphPlan, c: Any) -> str:
         dev = None if c.device == INTERPRETER else all_devices[c.device]
         if isinstance(dev, HostDevice):  # what the host runs, and why there
-            return dev.describe(model, subgraph_of(model, p.source), subgraph_of(
-                model, p.source).operations[c.operation])
+            return dev.describe(
+                model,
+                subgraph_of(model, p.source),
+                subgraph_of(model, p.source).operations[c.operation],
+            )
         return c.note or _why(c, all_devices, preference)
 
     def sub_json(p: SubgraphPlan) -> dict[str, Any]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import numpy as np
 
-
 from . import types_map as tm
 from .converter import Scope, outer_names, subgraphs_of
 from .errors import Unsupported

@@ -302,7 +302,7 @@ def _as_stack(n: Node, k: int, t, shape2: tuple, rows: int, cols: int) -> int:
 
 def _flat(idx: tuple, dims: tuple) -> int:
     """The flat batch number in ``dims`` of broadcast batch index ``idx`` (axes of 1 repeat)."""
-    idx = idx[len(idx) - len(dims):] if dims else ()
+    idx = idx[len(idx) - len(dims) :] if dims else ()
     flat = 0
     for i, d in zip(idx, dims):
         flat = flat * d + (0 if d == 1 else i)

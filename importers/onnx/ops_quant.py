@@ -81,7 +81,8 @@ def axis_params(graph, constants: dict[str, np.ndarray]) -> dict[str, tuple]:
         for node in g.node:
             ins = list(node.input) + ["", "", ""]
             name = {"QuantizeLinear": node.output[0], "DequantizeLinear": ins[0]}.get(
-                node.op_type, "")
+                node.op_type, ""
+            )
             s = constants.get(ins[1]) if name else None
             if s is not None and np.size(s) > 1 and not _attr(node, "block_size", 0):
                 z = constants.get(ins[2]) if ins[2] else np.zeros(np.shape(s), np.uint8)

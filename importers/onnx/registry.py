@@ -23,7 +23,12 @@ def mapping(*op_types: str) -> Callable[[Callable], Callable]:
 
 def table() -> dict[str, Callable]:
     from . import (  # noqa: F401
-        ops_control, ops_elementwise, ops_nn, ops_quant, ops_resize, ops_tensor,
+        ops_control,
+        ops_elementwise,
+        ops_nn,
+        ops_quant,
+        ops_resize,
+        ops_tensor,
     )
 
     return OPS

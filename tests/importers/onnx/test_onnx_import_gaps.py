@@ -61,13 +61,21 @@ def _contrib_model():
     nodes = [
         helper.make_node("QuantizeLinear", ["x", "s1", "z1"], ["xq"]),
         helper.make_node("QuantizeLinear", ["y", "s2", "z2"], ["yq"]),
-        helper.make_node("QLinearAdd", ["xq", "s1", "z1", "yq", "s2", "z2", "so", "zo"], ["aq"],
-                         domain=ms),  # fmt: skip
-        helper.make_node("QLinearMul", ["xq", "s1", "z1", "yq", "s2", "z2", "so", "zo"], ["mq"],
-                         domain=ms),  # fmt: skip
+        helper.make_node(
+            "QLinearAdd", ["xq", "s1", "z1", "yq", "s2", "z2", "so", "zo"], ["aq"], domain=ms
+        ),
+        helper.make_node(
+            "QLinearMul", ["xq", "s1", "z1", "yq", "s2", "z2", "so", "zo"], ["mq"], domain=ms
+        ),
         helper.make_node("QLinearSigmoid", ["aq", "so", "zo", "sg", "zg"], ["gq"], domain=ms),
-        helper.make_node("QLinearAveragePool", ["mq", "so", "zo", "so", "zo"], ["pq"],
-                         domain=ms, kernel_shape=[2, 2], strides=[1, 2]),  # fmt: skip
+        helper.make_node(
+            "QLinearAveragePool",
+            ["mq", "so", "zo", "so", "zo"],
+            ["pq"],
+            domain=ms,
+            kernel_shape=[2, 2],
+            strides=[1, 2],
+        ),
     ]
     outs = [_vi("aq", U8, [1, 2, 4, 4]), _vi("mq", U8, [1, 2, 4, 4]), _vi("gq", U8, [1, 2, 4, 4]),
             _vi("pq", U8, [1, 2, 3, 2])]  # fmt: skip
@@ -93,8 +101,10 @@ def test_contrib_qlinear_operators_agree_with_onnxruntime():
 def test_qlinear_sigmoid_with_another_output_scale_is_refused():
     ms = "com.microsoft"
     inits = [_c("s", np.float32(0.1)), _c("z", np.uint8(0)), _c("so", np.float32(0.01))]
-    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
-             helper.make_node("QLinearSigmoid", ["xq", "s", "z", "so", "z"], ["y"], domain=ms)]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+        helper.make_node("QLinearSigmoid", ["xq", "s", "z", "so", "z"], ["y"], domain=ms),
+    ]
     m = _model(nodes, [_vi("x", F, [4])], [_vi("y", U8, [4])], inits, (("", 17), (ms, 1)))
     result = import_onnx(m)
     assert not result.ok
@@ -107,12 +117,14 @@ def test_qlinear_sigmoid_with_another_output_scale_is_refused():
 def test_per_axis_quantize_and_dequantize():
     scales = np.array([0.02, 0.05, 0.1], np.float32)
     zps = np.array([10, 128, 250], np.uint8)
-    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=1),
-             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1)]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=1),
+        helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1),
+    ]
     m = _model(nodes, [_vi("x", F, [2, 3, 4])], [_vi("q", U8, [2, 3, 4]), _vi("y", F, [2, 3, 4])],
                [_c("s", scales), _c("z", zps)], (("", 19),))  # fmt: skip
     feeds = {"x": RNG.uniform(-3, 3, (2, 3, 4)).astype(np.float32)}
-    result, got = _run(m, feeds)
+    _, got = _run(m, feeds)
     want = dict(zip(["q", "y"], ReferenceEvaluator(m).run(None, feeds)))
     assert np.abs(got["q"].astype(int) - want["q"].astype(int)).max() <= 1
     step = scales.reshape(1, 3, 1)
@@ -123,8 +135,10 @@ def test_per_axis_quantize_and_dequantize():
 
 
 def test_blocked_quantization_is_refused():
-    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=1, block_size=2),
-             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1, block_size=2)]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=1, block_size=2),
+        helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1, block_size=2),
+    ]
     m = _model(nodes, [_vi("x", F, [2, 4])], [_vi("y", F, [2, 4])],
                [_c("s", np.ones((2, 2), np.float32)), _c("z", np.zeros((2, 2), np.uint8))],
                (("", 21),))  # fmt: skip
@@ -141,8 +155,12 @@ def test_per_channel_qlinear_conv_agrees_with_onnxruntime():
              _c("b", RNG.integers(-500, 500, 4).astype(np.int32))]  # fmt: skip
     nodes = [
         helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
-        helper.make_node("QLinearConv", ["xq", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"],
-                         ["y"], pads=[1, 1, 1, 1]),  # fmt: skip
+        helper.make_node(
+            "QLinearConv",
+            ["xq", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"],
+            ["y"],
+            pads=[1, 1, 1, 1],
+        ),
     ]
     m = _model(nodes, [_vi("x", F, [1, 3, 5, 5])], [_vi("y", U8, [1, 4, 5, 5])], inits)
     feeds = {"x": RNG.uniform(-3, 3, (1, 3, 5, 5)).astype(np.float32)}
@@ -174,8 +192,11 @@ def test_matmul_shapes(sa, sb, const_b):
 
 
 def test_matmul_with_too_many_batches_is_refused():
-    m = _model([helper.make_node("MatMul", ["a", "b"], ["y"])],
-               [_vi("a", F, [65, 2, 2]), _vi("b", F, [65, 2, 2])], [_vi("y", F, [65, 2, 2])])
+    m = _model(
+        [helper.make_node("MatMul", ["a", "b"], ["y"])],
+        [_vi("a", F, [65, 2, 2]), _vi("b", F, [65, 2, 2])],
+        [_vi("y", F, [65, 2, 2])],
+    )
     result = import_onnx(m)
     assert not result.ok and "65 batches" in result.unsupported[0].reason
 
@@ -200,7 +221,7 @@ def test_resize(mode, transform, nearest, out_hw):
     m = _model([node], [_vi("x", F, [1, 2, 4, 3])], [_vi("y", F, [1, 2, *out_hw])],
                [_c("sizes", sizes)])  # fmt: skip
     feeds = {"x": RNG.standard_normal((1, 2, 4, 3)).astype(np.float32)}
-    result, got = _run(m, feeds)
+    _, got = _run(m, feeds)
     np.testing.assert_allclose(got["y"], ReferenceEvaluator(m).run(None, feeds)[0],
                                rtol=1e-5, atol=1e-5)  # fmt: skip
 

@@ -52,8 +52,7 @@ def _loop_model():
         [
             helper.make_node("Identity", ["cond_in"], ["cond_out"]),
             helper.make_node("Add", ["s_in", "x"], ["t"]),
-            helper.make_node("GatherElements", ["t", "idx"], ["s_out"], axis=1,
-                             name="inner_pick"),  # fmt: skip
+            helper.make_node("GatherElements", ["t", "idx"], ["s_out"], axis=1, name="inner_pick"),
         ],
         "body",
         [_vi("i", TP.INT64, []), _vi("cond_in", TP.BOOL, []), _vi("s_in", TP.FLOAT, [2, 3])],
@@ -91,7 +90,7 @@ def test_main_graph_node_runs_on_the_host():
 def test_without_host_the_node_is_refused():
     result = import_onnx(_main_graph_model().SerializeToString())
     assert not result.ok and result.host == []
-    assert [u.node for u in result.unsupported][0] == "pick"
+    assert result.unsupported[0].node == "pick"
 
 
 @pytest.mark.parametrize("trips", [0, 1, 4])

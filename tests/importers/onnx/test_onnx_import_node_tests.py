@@ -65,8 +65,12 @@ def test_control_flow_node_tests_pass():
 
 
 #: tests whose stored outputs wrap around where the ONNX spec (and NNAPI) saturate
-WRAPPED = ("test_qlinearmatmul_2D_int8_float16", "test_qlinearmatmul_2D_int8_float32",
-           "test_qlinearmatmul_3D_int8_float16", "test_qlinearmatmul_3D_int8_float32")
+WRAPPED = (
+    "test_qlinearmatmul_2D_int8_float16",
+    "test_qlinearmatmul_2D_int8_float32",
+    "test_qlinearmatmul_3D_int8_float16",
+    "test_qlinearmatmul_3D_int8_float32",
+)
 
 
 @pytest.mark.parametrize("name", WRAPPED)
