@@ -110,8 +110,6 @@ def conv(n: Node) -> None:
 
 
 def pool_params(n: Node):
-    if n.attr("ceil_mode", 0):
-        raise Unsupported("ceil_mode=1 (NNAPI pools round down)")
     if any(d != 1 for d in (n.attr("dilations") or [1, 1])):
         raise Unsupported("pooling with dilations")
     kernel = list(n.attr("kernel_shape"))
@@ -119,7 +117,22 @@ def pool_params(n: Node):
         raise Unsupported(f"{len(kernel)}-D pooling (NNAPI has 2-D only)")
     strides = list(n.attr("strides") or [1, 1])
     pads = explicit_pads(n, _spatial(n), kernel, strides, [1, 1])
+    if n.attr("ceil_mode", 0):
+        pads = _ceil_pads(n, kernel, strides, pads)
     return kernel, strides, pads
+
+
+def _ceil_pads(n: Node, kernel, strides, pads) -> list[int]:
+    """ceil_mode=1: NNAPI pools round down, so the last (partial) window ONNX adds gets
+    room as extra padding at the end, which NNAPI's pools leave out of max and average."""
+    out_hw = n.out_static(0)[2:]
+    (h, w), (left, right, top, bottom) = _spatial(n), pads
+    extra = [max(0, (o - 1) * s + k - (size + b + e))
+             for o, s, k, size, b, e in zip(out_hw, strides, kernel, (h, w), (top, left),
+                                            (bottom, right))]  # fmt: skip
+    if any(extra) and n.attr("count_include_pad", 0):
+        raise Unsupported("ceil_mode=1 with count_include_pad=1 (the extra cells would count)")
+    return [left, right + extra[1], top, bottom + extra[0]]
 
 
 def emit_pool(n: Node, op, x: int, out: int, kernel, strides, pads) -> None:
