@@ -49,6 +49,7 @@ from nnhal.types import (
     Model,
     OperandLifeTime,
     OperandPerformance,
+    OperandType,
     PerformanceInfo,
     Timing,
 )
@@ -124,6 +125,8 @@ def host_devices(model: Model) -> list[HostDevice]:
 
 
 def _blob(model: Model, sub, operation) -> bytes:
+    from dataclasses import replace
+
     from nnhal.runtime.slicing import constant_value
 
     if not operation.inputs:
@@ -131,10 +134,9 @@ def _blob(model: Model, sub, operation) -> bytes:
     operand = sub.operands[operation.inputs[0]]
     if operand.lifetime not in (OperandLifeTime.CONSTANT_COPY, OperandLifeTime.CONSTANT_REFERENCE):
         raise HostError("input 0 of a host operation (its blob) must be a constant")
-    loc = operand.location
-    if operand.lifetime == OperandLifeTime.CONSTANT_COPY:
-        return bytes(model.operandValues[loc.offset : loc.offset + loc.length])
-    return constant_value(model, operand).tobytes()
+    # the blob's bytes, wherever they live (operandValues or a pool): read as a byte tensor
+    raw = replace(operand, type=OperandType.TENSOR_OEM_BYTE, dimensions=(operand.location.length,))
+    return constant_value(model, raw).tobytes()
 
 
 def _host_op(model: Model, prefixes: dict[int, HostBackend], op) -> HostBackend | None:

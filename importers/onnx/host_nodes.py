@@ -75,6 +75,7 @@ def emit_host_node(scope: Scope, node, reason: str) -> None:
     graph = helper.make_graph([node], "host_node", graph_inputs, graph_outputs, initializers)
     model = helper.make_model(graph, opset_imports=list(src.opset_import),
                               ir_version=src.ir_version, doc_string=reason)  # fmt: skip
+    model.functions.extend(src.functions)  # a model-local function the node may call
     blob = model.SerializeToString()
     sb = scope.sb
     if EXTENSION not in conv.host_extensions:

@@ -37,10 +37,11 @@ class _Negate(HostBackend):
 register_backend(_Negate())
 
 
-def _host_op(sb, prefix: int, x, out_dims=(2,), label=b"neg"):
+def _host_op(sb, prefix: int, x, out_dims=(2,), label=b"neg", pool=False):
     code = prefix << 16
     t = sb.temporary(T.TENSOR_FLOAT32, out_dims)
-    sb.operation(code, [sb.constant(code, label, (len(label),)), x], [t])
+    blob = sb.constant(code, label, (len(label),), reference=pool)
+    sb.operation(code, [blob, x], [t])
     return t
 
 
@@ -49,21 +50,22 @@ def _add_one(sb, a, out):
     sb.operation(O.ADD, [a, one, sb.constant(T.INT32, 0)], [out])
 
 
-def _main_model(label=b"neg"):
+def _main_model(label=b"neg", pool=False):
     mb = ModelBuilder()
     prefix = mb.extension(EXT, 7)
     m = mb.main
     x = m.input(T.TENSOR_FLOAT32, (2,))
     r = m.temporary(T.TENSOR_FLOAT32, (2,))
     m.operation(O.RELU, [x], [r])
-    t = _host_op(m, prefix, r, label=label)
+    t = _host_op(m, prefix, r, label=label, pool=pool)
     y = m.output(T.TENSOR_FLOAT32, (2,))
     _add_one(m, t, y)
     return mb.build()
 
 
-def test_host_step_between_cpu_steps():
-    model = _main_model()
+@pytest.mark.parametrize("pool", [False, True], ids=["copy", "pool"])
+def test_host_step_between_cpu_steps(pool):
+    model = _main_model(pool=pool)  # the blob in operandValues or in a memory pool
     assert [d.name for d in host_devices(model)] == [HOST_NAME]
     out, ex = run_model(model, [np.array([1.0, -2.0], np.float32)])
     np.testing.assert_array_equal(out[0], [0.0, 1.0])  # -relu(x) + 1
