@@ -11,7 +11,7 @@ Softmax -> SOFTMAX (on the last axis for opsets below 13, where ONNX
 flattens), ReduceMean/Sum/Max/Min/Prod -> MEAN / REDUCE_* (ReduceMax/Min of
 booleans: REDUCE_ANY / REDUCE_ALL), ArgMax/ArgMin -> ARGMAX/ARGMIN (+ RESHAPE
 for keepdims; select_last_index over the axis reversed by GATHER), DepthToSpace/SpaceToDepth with
-NNAPI's NCHW layout flag.
+NNAPI's NCHW layout flag (CRD DepthToSpace: channels reordered to DCR by GATHER).
 """
 
 from __future__ import annotations
@@ -346,11 +346,19 @@ def argmax(n: Node) -> None:
 
 @mapping("DepthToSpace", "SpaceToDepth")
 def depth_space(n: Node) -> None:
-    if n.op_type == "DepthToSpace" and n.attr("mode", "DCR") != "DCR":
-        raise Unsupported("DepthToSpace mode CRD (NNAPI has DCR only)")
     op = O.DEPTH_TO_SPACE if n.op_type == "DepthToSpace" else O.SPACE_TO_DEPTH
-    n.op(op, [n.i(0), n.scalar_i32(n.attr("blocksize")), n.bool_scalar(True)],
-         [n.out(0, like=0)])  # fmt: skip
+    block = int(n.attr("blocksize"))
+    src = n.i(0)
+    if n.op_type == "DepthToSpace" and n.attr("mode", "DCR") == "CRD":
+        # NNAPI has DCR only: CRD reads channel c*b*b + i*b + j where DCR reads
+        # (i*b + j)*C' + c, so the channels are put in DCR order first (GATHER on axis 1)
+        x = n.t(0)
+        channels = n.shape(0)[1]
+        c_out = channels // (block * block)
+        order = [c * block * block + k for k in range(block * block) for c in range(c_out)]
+        src = n.scope.temp(x.nnapi_type(), x.shape, x.scale, x.zero_point)
+        n.op(O.GATHER, [n.i(0), n.scalar_i32(1), n.scope.vector(order)], [src])
+    n.op(op, [src, n.scalar_i32(block), n.bool_scalar(True)], [n.out(0, like=0)])
 
 
 @mapping("Shape", "Size")
