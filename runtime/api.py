@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 from nnhal.runtime.devices import MODES, RuntimeDevice, StepModel
 from nnhal.runtime.executor import ExecutionReport, PlanRun, prime_step, single_report
+from nnhal.runtime.host import host_devices
 from nnhal.runtime.partition import DeviceStep, SubgraphPlan, iter_steps, number_steps, partition
 from nnhal.runtime.reference import reference_device
 
@@ -147,6 +148,9 @@ class Compilation:
         self.io_counts = (len(main.inputIndexes), len(main.outputIndexes))
         self.reference = reference_device()
         devs = [d for d in devices if not d.is_reference]
+        # a model with host operations (nnhal.runtime.host) brings the device running them
+        self.hosts = [h for h in host_devices(self.model) if h.name not in {d.name for d in devs}]
+        devs += self.hosts
         names = [d.name for d in devs]
         if len(set(names)) != len(names):
             raise InvalidArgument(f"two devices have the same name: {names}")
@@ -288,7 +292,8 @@ class Compilation:
         """The plan of the full CPU fallback: everything on ``nnapi-reference``."""
         with self._lock:
             if self._cpu_plan is None:
-                plan = partition(self.model, [self.reference], self.preference)
+                # host operations stay on the host: it is the CPU already
+                plan = partition(self.model, [*self.hosts, self.reference], self.preference)
                 number_steps(plan, 10_000)  # distinct report numbers from the main plan
                 self._cpu_plan = plan
         return self._cpu_plan

@@ -253,6 +253,15 @@ def best_devices(
         if unknown and op.type in (OperationType.IF, OperationType.WHILE):
             # The reference driver refuses these too (rightly): the interpreter runs them.
             best, note = INTERPRETER, "operand of unknown size: runtime interpreter"
+        elif (
+            best is None
+            and op.type in (OperationType.IF, OperationType.WHILE)
+            and any(dev.is_reference for dev in devices)
+        ):
+            # Android's CpuDevice says yes to every non-extension operation without looking
+            # into referenced subgraphs, and CPU control flow goes to the interpreter; the
+            # operations inside (a host operation, say) then find their own devices.
+            best, note = INTERPRETER, "no device runs it whole: runtime interpreter"
         elif best is None:
             reasons_text = "; ".join(f"{devices[d].name}: {r}" for d, r in unsupported.items())
             raise InvalidArgument(
