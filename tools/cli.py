@@ -266,7 +266,6 @@ def _execute_sized(
     those (what the NNAPI runtime does for dynamic output shapes).
     """
     from nnhal.errors import OutputInsufficientSize
-
     from nnhal.vector_runner import output_dtypes
 
     shapes = [tuple(s) for s in test.expected_shapes]

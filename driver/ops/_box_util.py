@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from nnhal.driver.ops.common import FLOATS, QUANT8, dtype_of
+from nnhal.driver.ops._operand_rules import FLOATS, QUANT8, dtype_of
 from nnhal.driver.ops.quant import QUANT_RANGE
 from nnhal.driver.ops.registry import OpContext, Shape
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from nnhal.driver.ops import quant
-from nnhal.driver.ops.common import ACTIVATIONS
+from nnhal.driver.ops._operand_rules import ACTIVATIONS
 from nnhal.driver.ops.registry import Arg, OpContext
 from numpy.lib.stride_tricks import sliding_window_view
 

@@ -11,7 +11,7 @@ operation of the family except TRANSPOSE: their registrations say
 from __future__ import annotations
 
 import numpy as np
-from nnhal.driver.ops.common import QUANT8
+from nnhal.driver.ops._operand_rules import QUANT8
 from nnhal.driver.ops.registry import OpContext
 
 from nnhal.types import OperandType

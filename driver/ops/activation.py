@@ -37,7 +37,7 @@ from nnhal.driver.ops._act_util import (
     table_kernel,
     via_float32,
 )
-from nnhal.driver.ops.common import QUANT8, broadcast_shape, check_rank
+from nnhal.driver.ops._operand_rules import QUANT8, broadcast_shape, check_rank
 from nnhal.driver.ops.quant import QuantParams, quant_params
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 

@@ -21,14 +21,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from nnhal.driver.ops._reduce_util import resolve_axis
-from nnhal.driver.ops.common import (
+from nnhal.driver.ops._operand_rules import (
     INT32_SCALAR,
     TENSOR_INT32,
     check_rank,
     dtype_of,
     runtime_failure,
 )
+from nnhal.driver.ops._reduce_util import resolve_axis
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
 from nnhal.types import HalVersion, OperandType, OperationType

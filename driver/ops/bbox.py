@@ -49,7 +49,7 @@ from nnhal.driver.ops._box_util import (
     quantizer,
     soft_suppress,
 )
-from nnhal.driver.ops.common import FLOATS, QUANT8, check_rank, dtype_of, runtime_failure
+from nnhal.driver.ops._operand_rules import FLOATS, QUANT8, check_rank, dtype_of, runtime_failure
 from nnhal.driver.ops.layout import to_nhwc
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 

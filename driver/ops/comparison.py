@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import numpy as np
 from nnhal.driver.ops import quant
-from nnhal.driver.ops.common import BOOL8, QUANT8, broadcast_shape
+from nnhal.driver.ops._operand_rules import BOOL8, QUANT8, broadcast_shape
 from nnhal.driver.ops.quant import QuantParams, quant_params
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 

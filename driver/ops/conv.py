@@ -53,7 +53,13 @@ from nnhal.driver.ops._conv_util import (
     read_params,
     requantizer,
 )
-from nnhal.driver.ops.common import QUANT8, TENSOR_INT32, check_rank, dtype_of, runtime_failure
+from nnhal.driver.ops._operand_rules import (
+    QUANT8,
+    TENSOR_INT32,
+    check_rank,
+    dtype_of,
+    runtime_failure,
+)
 from nnhal.driver.ops.layout import from_nhwc, layout_dims, nhwc_dims, to_nhwc
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 from numpy.lib.stride_tricks import as_strided

@@ -47,7 +47,7 @@ from nnhal.driver.ops._box_util import (
     nms,
     quantizer,
 )
-from nnhal.driver.ops.common import check_rank, dtype_of, runtime_failure
+from nnhal.driver.ops._operand_rules import check_rank, dtype_of, runtime_failure
 from nnhal.driver.ops.layout import to_nhwc
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 

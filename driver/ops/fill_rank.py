@@ -17,8 +17,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from nnhal.driver.ops.common import INT32_SCALAR, TENSOR_INT32, check_rank, dtype_of, int_vector
-from nnhal.driver.ops.common import runtime_failure as _runtime_failure
+from nnhal.driver.ops._operand_rules import (
+    INT32_SCALAR,
+    TENSOR_INT32,
+    check_rank,
+    dtype_of,
+    int_vector,
+)
+from nnhal.driver.ops._operand_rules import runtime_failure as _runtime_failure
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
 from nnhal.errors import HalError

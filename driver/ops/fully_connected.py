@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 from nnhal.driver.ops import quant
-from nnhal.driver.ops.common import (
+from nnhal.driver.ops._operand_rules import (
     INT32_SCALAR,
     QUANT8,
     TENSOR_INT32,

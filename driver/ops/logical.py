@@ -6,7 +6,7 @@ TENSOR_BOOL8 data is numpy bool, so the kernels are numpy's logical ufuncs.
 from __future__ import annotations
 
 import numpy as np
-from nnhal.driver.ops.common import broadcast_shape
+from nnhal.driver.ops._operand_rules import broadcast_shape
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
 from nnhal.types import HalVersion, OperandType, OperationType

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from nnhal.driver.ops.common import TENSOR_INT32, check_rank, runtime_failure
+from nnhal.driver.ops._operand_rules import TENSOR_INT32, check_rank, runtime_failure
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
 from nnhal.types import HalVersion, OperandType, OperationType

@@ -47,7 +47,7 @@ from nnhal.driver.ops._lstm_util import (
     sigmoid,
     tensor_positions,
 )
-from nnhal.driver.ops.common import INT32_SCALAR, dtype_of, runtime_failure
+from nnhal.driver.ops._operand_rules import INT32_SCALAR, dtype_of, runtime_failure
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
 from nnhal.types import HalVersion, OperandType, OperationType

@@ -24,7 +24,13 @@ from collections.abc import Callable
 import numpy as np
 from nnhal.driver.ops import quant
 from nnhal.driver.ops._conv_util import multiply_by_quantized_multiplier
-from nnhal.driver.ops.common import INT32_SCALAR, QUANT8, check_rank, dtype_of, runtime_failure
+from nnhal.driver.ops._operand_rules import (
+    INT32_SCALAR,
+    QUANT8,
+    check_rank,
+    dtype_of,
+    runtime_failure,
+)
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
 from nnhal.types import HalVersion, OperandType, OperationType

@@ -20,7 +20,13 @@ from collections.abc import Callable
 
 import numpy as np
 from nnhal.driver.ops._movement import check_same_quant
-from nnhal.driver.ops.common import QUANT8, TENSOR_INT32, check_rank, dtype_of, runtime_failure
+from nnhal.driver.ops._operand_rules import (
+    QUANT8,
+    TENSOR_INT32,
+    check_rank,
+    dtype_of,
+    runtime_failure,
+)
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
 from nnhal.errors import HalError

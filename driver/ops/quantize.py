@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import numpy as np
 from nnhal.driver.ops import quant
-from nnhal.driver.ops.common import check_rank, dtype_of
+from nnhal.driver.ops._operand_rules import check_rank, dtype_of
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
 from nnhal.types import HalVersion, OperandType, OperationType, SymmPerChannelQuantParams

@@ -45,7 +45,7 @@ from nnhal.driver.ops._lstm_util import (
     runtime_state,
     scalar_value,
 )
-from nnhal.driver.ops.common import INT32_SCALAR, runtime_failure
+from nnhal.driver.ops._operand_rules import INT32_SCALAR, runtime_failure
 from nnhal.driver.ops.lstm import LAYOUT as LSTM_LAYOUT
 from nnhal.driver.ops.lstm import operand_arrays
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register

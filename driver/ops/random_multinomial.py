@@ -23,7 +23,7 @@ import secrets
 from collections.abc import Callable
 
 import numpy as np
-from nnhal.driver.ops.common import check_rank, runtime_failure
+from nnhal.driver.ops._operand_rules import check_rank, runtime_failure
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
 from nnhal.types import HalVersion, OperandType, OperationType

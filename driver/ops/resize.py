@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import numpy as np
 from nnhal.driver.ops._conv_util import last_shape_cache
-from nnhal.driver.ops.common import check_rank, dtype_of, runtime_failure
+from nnhal.driver.ops._operand_rules import check_rank, dtype_of, runtime_failure
 from nnhal.driver.ops.layout import from_nhwc, layout_dims, nhwc_dims, to_nhwc
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from nnhal.driver.ops._operand_rules import check_rank, dtype_of, runtime_failure
 from nnhal.driver.ops._rnn_util import (
     RNN_ACTIVATIONS,
     Dims,
@@ -40,7 +41,6 @@ from nnhal.driver.ops._rnn_util import (
     check_activation_code,
     fully_known,
 )
-from nnhal.driver.ops.common import check_rank, dtype_of, runtime_failure
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
 from nnhal.types import HalVersion, OperandType, OperationType

@@ -48,7 +48,7 @@ from nnhal.driver.ops._box_util import (
     dim,
     float_scalar,
 )
-from nnhal.driver.ops.common import QUANT8, check_rank, dtype_of, runtime_failure
+from nnhal.driver.ops._operand_rules import QUANT8, check_rank, dtype_of, runtime_failure
 from nnhal.driver.ops.layout import from_nhwc, to_nhwc
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 

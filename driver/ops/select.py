@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 from nnhal.driver.ops import quant
-from nnhal.driver.ops.common import BOOL8, QUANT8, dtype_of, same_shape
+from nnhal.driver.ops._operand_rules import BOOL8, QUANT8, dtype_of, same_shape
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
 from nnhal.types import HalVersion, OperandType, OperationType

@@ -39,7 +39,7 @@ from nnhal.driver.ops._lstm_util import (
     scalar_value,
     tensor_positions,
 )
-from nnhal.driver.ops.common import INT32_SCALAR, dtype_of, runtime_failure
+from nnhal.driver.ops._operand_rules import INT32_SCALAR, dtype_of, runtime_failure
 from nnhal.driver.ops.lstm import LAYOUT as LSTM_LAYOUT
 from nnhal.driver.ops.lstm import (
     CellBinder,

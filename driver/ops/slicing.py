@@ -25,7 +25,7 @@ from collections.abc import Callable
 
 import numpy as np
 from nnhal.driver.ops._movement import check_same_quant
-from nnhal.driver.ops.common import (
+from nnhal.driver.ops._operand_rules import (
     INT32_SCALAR,
     TENSOR_INT32,
     check_rank,

@@ -33,7 +33,7 @@ from nnhal.driver.ops._act_util import (
     same_shape_prepare,
     srdhm,
 )
-from nnhal.driver.ops.common import INT32_SCALAR, QUANT8, check_rank
+from nnhal.driver.ops._operand_rules import INT32_SCALAR, QUANT8, check_rank
 from nnhal.driver.ops.quant import QuantParams, quant_params
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, register
 

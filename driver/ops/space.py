@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import numpy as np
 from nnhal.driver.ops._movement import check_same_quant
-from nnhal.driver.ops.common import INT32_SCALAR, TENSOR_INT32, check_rank, runtime_failure
+from nnhal.driver.ops._operand_rules import INT32_SCALAR, TENSOR_INT32, check_rank, runtime_failure
 from nnhal.driver.ops.layout import (
     check_layout_present,
     dims_in_layout,

@@ -38,7 +38,13 @@ from nnhal.driver.ops._conv_util import (
     multipliers,
     requantizer,
 )
-from nnhal.driver.ops.common import ACTIVATIONS, QUANT8, check_rank, dtype_of, runtime_failure
+from nnhal.driver.ops._operand_rules import (
+    ACTIVATIONS,
+    QUANT8,
+    check_rank,
+    dtype_of,
+    runtime_failure,
+)
 from nnhal.driver.ops.conv import bias_types, filter_types
 from nnhal.driver.ops.layout import from_nhwc, layout_dims, nhwc_dims, to_nhwc
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 from nnhal.driver.ops._act_util import same_shape_prepare, via_float32
-from nnhal.driver.ops.common import check_rank
+from nnhal.driver.ops._operand_rules import check_rank
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, register
 
 from nnhal.types import HalVersion, OperandType, OperationType

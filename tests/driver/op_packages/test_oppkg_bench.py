@@ -10,7 +10,7 @@ import numpy as np
 from nnhal.driver.op_packages import discovery
 from nnhal.tools.cli import main
 from repo_paths import REPO_ROOT
-from test_oppkg_holes import WIDE_X, WIDE_Y, _widen_model, _two_op_package
+from test_oppkg_holes import WIDE_X, WIDE_Y, _two_op_package, _widen_model
 
 EXAMPLES = REPO_ROOT / "examples"
 QUICK = ["--rounds", "1", "--warmup", "0", "--no-peers", "--no-progress"]

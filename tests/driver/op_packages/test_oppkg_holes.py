@@ -732,7 +732,6 @@ def test_io_plan_lays_out_scalar_and_tensor_extension_outputs() -> None:
     """With the device's table (getSupportedExtensions), a scalar extension type (INT_64 +
     16) gets one element and empty request dimensions; a tensor one its dimensions."""
     from nnhal._client_io import IoPlan, extension_type_table
-
     from nnhal.types import Extension, OperandTypeInformation
 
     mb = ModelBuilder()

@@ -12,7 +12,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from nnhal.driver.ops import quant
-from nnhal.driver.ops.common import fuse_float_activation
+from nnhal.driver.ops._operand_rules import fuse_float_activation
 from ops_harness import (
     NONE,
     QUANT,

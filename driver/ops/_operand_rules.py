@@ -1,4 +1,4 @@
-"""Helpers shared by the operation families: shapes, ranks, fused activations, dtypes.
+"""Operand rules shared by the operation families: shapes, ranks, fused activations, dtypes.
 
 Shapes follow the registry's convention: a tuple of ints where 0 is an
 unknown axis, or None for an unknown rank. Validation helpers raise through
