@@ -1,11 +1,11 @@
 """The gRPC server: one or several devices behind the HAL services, and INnhalControl.
 
-Each device gets its own ``ServiceState`` (object registries, faults, trace)
-and its own servicer instances. A HAL call is routed by the gRPC metadata
-key ``nnhal-device`` (the device name); without it, to the first device. A
-name that no device has aborts the call with gRPC NOT_FOUND (a transport-level
-"no such service", as asking the Android service manager for a missing
-instance). ``INnhalControl`` (control.proto) lists the devices and changes
+Each device gets its own ``ServiceState`` (object registries, faults, trace);
+one servicer per HAL service serves them all, each call resolving its device
+once (``_service_support.Devices.call``) from the gRPC metadata key
+``nnhal-device`` (the device name); without it, the first device. A name that
+no device has aborts the call with gRPC NOT_FOUND (a transport-level "no such
+service", as asking the Android service manager for a missing instance). ``INnhalControl`` (control.proto) lists the devices and changes
 their faults, offline state and trace, and keeps client sessions alive
 (``nnhal.driver.sessions``: one table for the server, whose expiry releases the
 session's objects on every device).
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from nnhal.driver._service_support import ServiceState
+from nnhal.driver._service_support import Devices, ServiceState
 from nnhal.driver.faults import parse_toml
 from nnhal.driver.limits import grpc_options
 from nnhal.driver.security import Guard
@@ -48,39 +48,6 @@ from nnhal.types import ErrorStatus
 
 log = logging.getLogger("nnhal.driver.service")
 
-DEVICE_HEADER = "nnhal-device"
-
-
-class _Router:
-    """Forwards every RPC of one service to the named device's servicer."""
-
-    def __init__(self, servicers: dict[str, Any], default: str) -> None:
-        self._servicers = servicers
-        self._default = default
-
-    def _pick(self, context: grpc.ServicerContext) -> Any:
-        name = self._default
-        for key, value in context.invocation_metadata() or ():
-            if key == DEVICE_HEADER:
-                name = value
-        servicer = self._servicers.get(name)
-        if servicer is None:
-            context.abort(
-                grpc.StatusCode.NOT_FOUND,
-                f"no device {name!r} on this server (devices: {', '.join(self._servicers)})",
-            )
-        return servicer
-
-    def __getattr__(self, method: str) -> Callable:
-        if method.startswith("_"):
-            raise AttributeError(method)
-
-        def call(request: Any, context: grpc.ServicerContext) -> Any:
-            return getattr(self._pick(context), method)(request, context)
-
-        return call
-
-
 class ControlServicer(cgrpc.INnhalControlServicer):
     def __init__(self, states: dict[str, ServiceState], sessions: SessionTable) -> None:
         self.states = states
@@ -94,13 +61,15 @@ class ControlServicer(cgrpc.INnhalControlServicer):
             raise HalError(f"no device {name!r} (devices: {', '.join(self.states)})")
         return state
 
-    def _reply(self, fn: Callable[[], str]) -> Any:
+    def _reply(self, fn: Callable[[], str]) -> cpb.ControlReply:
         try:
             return cpb.ControlReply(status=ErrorStatus.NONE, json=fn())
         except HalError as exc:
             return cpb.ControlReply(status=ErrorStatus.INVALID_ARGUMENT, message=exc.message)
 
-    def listDevices(self, request: Any, context: Any) -> Any:
+    def listDevices(
+        self, request: cpb.ListDevicesRequest, context: grpc.ServicerContext
+    ) -> cpb.ListDevicesReply:
         devices = []
         for state in self.states.values():
             d = state.device
@@ -116,7 +85,9 @@ class ControlServicer(cgrpc.INnhalControlServicer):
             )
         return cpb.ListDevicesReply(devices=devices)
 
-    def setFaults(self, request: Any, context: Any) -> Any:
+    def setFaults(
+        self, request: cpb.SetFaultsRequest, context: grpc.ServicerContext
+    ) -> cpb.ControlReply:
         def run() -> str:
             state = self._state(request.device)
             state.faults.set(parse_toml(request.toml) if request.toml.strip() else None)
@@ -125,7 +96,9 @@ class ControlServicer(cgrpc.INnhalControlServicer):
 
         return self._reply(run)
 
-    def setOffline(self, request: Any, context: Any) -> Any:
+    def setOffline(
+        self, request: cpb.SetOfflineRequest, context: grpc.ServicerContext
+    ) -> cpb.ControlReply:
         def run() -> str:
             state = self._state(request.device)
             state.faults.offline = bool(request.offline)
@@ -136,19 +109,25 @@ class ControlServicer(cgrpc.INnhalControlServicer):
 
         return self._reply(run)
 
-    def getTrace(self, request: Any, context: Any) -> Any:
+    def getTrace(
+        self, request: cpb.GetTraceRequest, context: grpc.ServicerContext
+    ) -> cpb.ControlReply:
         return self._reply(
             lambda: json.dumps(self._state(request.device).trace.entries(clear=request.clear))
         )
 
-    def keepAlive(self, request: Any, context: Any) -> Any:
+    def keepAlive(
+        self, request: cpb.KeepAliveRequest, context: grpc.ServicerContext
+    ) -> cpb.KeepAliveReply:
         try:
             granted = self.sessions.keep_alive(request.session, request.leaseMillis)
         except HalError as exc:
             return cpb.KeepAliveReply(status=ErrorStatus.INVALID_ARGUMENT, message=exc.message)
         return cpb.KeepAliveReply(status=ErrorStatus.NONE, leaseMillis=granted)
 
-    def endSession(self, request: Any, context: Any) -> Any:
+    def endSession(
+        self, request: cpb.EndSessionRequest, context: grpc.ServicerContext
+    ) -> cpb.ControlReply:
         def run() -> str:
             if not request.session:
                 raise HalError("endSession: empty session id")
@@ -156,7 +135,9 @@ class ControlServicer(cgrpc.INnhalControlServicer):
 
         return self._reply(run)
 
-    def getResourceUsage(self, request: Any, context: Any) -> Any:
+    def getResourceUsage(
+        self, request: cpb.ResourceUsageRequest, context: grpc.ServicerContext
+    ) -> cpb.ControlReply:
         from nnhal.driver.resources import (
             resource_usage,  # stress / leak checks (driver/resources.py)
         )
@@ -248,7 +229,6 @@ def create_server(
             states[name] = ServiceState(device, sessions)
         except HalError as exc:  # a bad [faults] table
             raise ValueError(f"device {name!r}: {exc.message}") from None
-    default = next(iter(states))
     host, port = _split_address(address)
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
@@ -269,16 +249,16 @@ def create_server(
         interceptors=[*guard.interceptors, gate],
     )
     guard.streams = gate
-    for add, cls in (
-        (dgrpc.add_IDeviceServicer_to_server, DeviceServicer),
-        (pgrpc.add_IPreparedModelServicer_to_server, PreparedModelServicer),
-        (pgrpc.add_IBufferServicer_to_server, BufferServicer),
-        (pgrpc.add_IFencedExecutionCallbackServicer_to_server, FencedExecutionCallbackServicer),
-        (pgrpc.add_ISyncFenceServicer_to_server, SyncFenceServicer),
-    ):
-        servicers = {name: cls(state) for name, state in states.items()}
-        # routed with one device too: a call naming a device the server lacks must fail
-        add(_Router(servicers, default), server)
+    # one servicer per service for all devices: each call names its device (Devices.call;
+    # with one device too, a call naming a device the server lacks must fail)
+    table = Devices(states)
+    dgrpc.add_IDeviceServicer_to_server(DeviceServicer(table), server)
+    pgrpc.add_IPreparedModelServicer_to_server(PreparedModelServicer(table), server)
+    pgrpc.add_IBufferServicer_to_server(BufferServicer(table), server)
+    pgrpc.add_IFencedExecutionCallbackServicer_to_server(
+        FencedExecutionCallbackServicer(table), server
+    )
+    pgrpc.add_ISyncFenceServicer_to_server(SyncFenceServicer(table), server)
     cgrpc.add_INnhalControlServicer_to_server(ControlServicer(states, sessions), server)
     guard.add_services(server)
     try:

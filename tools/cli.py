@@ -341,6 +341,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _run_traced(args: argparse.Namespace, test: Any, inputs: list, loop_ns: int | None) -> int:
     """``nnhal run --trace``: the model in this process's executor, every operation's
     inputs and outputs on stderr as it runs, the result as JSON on stdout."""
+    from nnhal.driver.deadlines import effective_loop_timeout
     from nnhal.driver.device import Device
 
     from nnhal.errors import HalError
@@ -353,7 +354,9 @@ def _run_traced(args: argparse.Namespace, test: Any, inputs: list, loop_ns: int 
     try:
         prepared = device.prepareModel_1_3(test.model)
         outputs = prepared.compiled.run(
-            inputs, loop_timeout_ns=loop_ns, trace=lambda line: print(line, file=sys.stderr)
+            inputs,
+            loop_timeout_ns=effective_loop_timeout(loop_ns),
+            trace=lambda line: print(line, file=sys.stderr),
         )
     except HalError as e:
         _print_json({"status": e.status.name, "message": e.message})
