@@ -118,6 +118,9 @@ class PreparedModel:
             _IoSpec.of(i, k, main.operands[k]) for i, k in enumerate(main.outputIndexes)
         )
         self._needs_value = _inputs_needing_a_value(main)
+        #: the service's memo of request layouts seen and accepted
+        #: (``nnhal.driver.request_layouts``)
+        self.request_layouts: dict = {}
 
     def execute(
         self,

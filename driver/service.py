@@ -35,7 +35,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from typing import Any
 
 import grpc
@@ -47,6 +47,7 @@ from nnhal.driver.fences import ACTIVE, ERROR, Fence, launch
 from nnhal.driver.limits import check_request_pools
 from nnhal.driver.memory import MappedPools
 from nnhal.driver.prepared_model import PreparedModel
+from nnhal.driver.request_layouts import decode_request, validate_once
 
 from nnhal import DEFAULT_ADDRESS
 from nnhal import convert as cv
@@ -69,7 +70,6 @@ from nnhal.types import (
     TokenMemory,
     is_tensor_type,
 )
-from nnhal.validation import validate_request
 
 log = logging.getLogger("nnhal.driver.service")
 
@@ -388,8 +388,9 @@ def execute(
     cancel: Cancel | None = None,
     validated: bool = False,
     caller: str | None = None,
+    layout: Hashable | None = None,
 ) -> ppb.ExecuteReply:
-    """Map the pools, run, and build the reply (HalErrors propagate).
+    """Map the pools, validate, run, and build the reply (HalErrors propagate).
 
     ``premapped``: views for some pools mapped already (burst memory slots).
     ``cancel``: stops the run from another thread (``cancellable``).
@@ -397,17 +398,19 @@ def execute(
     holds one of the device's execution slots (a fenced execution, from its call on);
     otherwise the execution takes a slot (``max_concurrent_executions``) here.
     ``caller``: the client (``client_key``) whose driver buffers the request may name.
+    ``layout``: the request's key from ``request_layouts.decode_request`` (validated once
+    per layout); None: validated here without a memo.
     """
     if validated:
         return _execute(
             state, prepared, request, measure, deadline_ns, loop_timeout_ns,
-            allow_unspecified_output, premapped, cancel, True, caller,
+            allow_unspecified_output, premapped, cancel, True, caller, layout,
         )  # fmt: skip
     check_request_pools(request, state.limits)
     with state.executions.slot():
         return _execute(
             state, prepared, request, measure, deadline_ns, loop_timeout_ns,
-            allow_unspecified_output, premapped, cancel, False, caller,
+            allow_unspecified_output, premapped, cancel, False, caller, layout,
         )  # fmt: skip
 
 
@@ -423,6 +426,7 @@ def _execute(
     cancel: Cancel | None,
     validated: bool,
     caller: str | None,
+    layout: Hashable | None,
 ) -> ppb.ExecuteReply:
     tokens = None
     if any(type(pool) is TokenMemory for pool in request.pools):
@@ -430,9 +434,7 @@ def _execute(
         # InvalidToken), then the driver buffers' roles and state; the rewritten
         # request is the driver's own and is not validated again
         if not validated:
-            validate_request(
-                request, prepared.model, allow_unspecified_output=allow_unspecified_output
-            )
+            validate_once(prepared, request, layout, allow_unspecified_output)
             validated = True
         tokens = TokenPools(
             prepared, request, lambda key, what: state.buffers.get(key, what, caller)
@@ -440,6 +442,8 @@ def _execute(
         request = tokens.request
         premapped = {**(premapped or {}), **{p: tokens.view(p) for p in tokens.buffers}}
     with MappedPools(request.pools, premapped) as mapped:
+        if not validated:  # after mapping, as the sample driver
+            validate_once(prepared, request, layout, allow_unspecified_output)
         try:
             shapes, timing = prepared.execute(
                 request,
@@ -449,7 +453,7 @@ def _execute(
                 loop_timeout_ns=loop_timeout_ns,
                 allow_unspecified_output=allow_unspecified_output,
                 cancel=cancel,
-                validated=validated,
+                validated=True,
             )
         except OutputInsufficientSize as exc:
             if tokens is not None:
@@ -497,8 +501,8 @@ def cancellable(
 def _run(
     call: Call,
     request: ppb.ExecuteRequest | ppb.ExecuteRequest_1_2 | ppb.ExecuteRequest_1_3,
-    hal_request: Request,
     *,
+    v1_0: bool,
     measure: bool,
     deadline_ns: int | None = None,
     loop_timeout_ns: int | None = None,
@@ -506,6 +510,7 @@ def _run(
     """A synchronous execution of the call's own prepared model, cancelled with its call."""
     state = call.state
     prepared = state.prepared_models.get(request.preparedModel, None, call.caller)
+    hal_request, layout = decode_request(prepared, request.request, v1_0=v1_0)
     with cancellable(state, call.context, call.session) as cancel:
         return execute(
             state,
@@ -516,6 +521,7 @@ def _run(
             loop_timeout_ns=loop_timeout_ns,
             cancel=cancel,
             caller=call.caller,
+            layout=layout,
         )
 
 
@@ -530,26 +536,24 @@ class PreparedModelServicer(pgrpc.IPreparedModelServicer):
 
     @hal_method(ppb.ExecuteReply, v1_0=True)
     def execute(self, call: Call, request: ppb.ExecuteRequest) -> ppb.ExecuteReply:
-        return _run(call, request, legacy.request_from_v1_0_pb(request.request), measure=False)
+        return _run(call, request, v1_0=True, measure=False)
 
     @hal_method(ppb.ExecuteReply, v1_0=True)
     def execute_1_2(self, call: Call, request: ppb.ExecuteRequest_1_2) -> ppb.ExecuteReply:
-        hal_request = legacy.request_from_v1_0_pb(request.request)
-        return _run(call, request, hal_request, measure=_measure(request))
+        return _run(call, request, v1_0=True, measure=_measure(request))
 
     @hal_method(ppb.ExecuteReply, v1_0=True)
     def executeSynchronously(
         self, call: Call, request: ppb.ExecuteRequest_1_2
     ) -> ppb.ExecuteReply:
-        hal_request = legacy.request_from_v1_0_pb(request.request)
-        return _run(call, request, hal_request, measure=_measure(request))
+        return _run(call, request, v1_0=True, measure=_measure(request))
 
     @hal_method(ppb.ExecuteReply)
     def execute_1_3(self, call: Call, request: ppb.ExecuteRequest_1_3) -> ppb.ExecuteReply:
         return _run(
             call,
             request,
-            cv.request_from_pb(request.request),
+            v1_0=False,
             measure=_measure(request),
             deadline_ns=cv.deadline_ns_from_pb(request.deadline),
             loop_timeout_ns=cv.timeout_ns_from_pb(request.loopTimeoutDuration),
@@ -562,7 +566,7 @@ class PreparedModelServicer(pgrpc.IPreparedModelServicer):
         return _run(
             call,
             request,
-            cv.request_from_pb(request.request),
+            v1_0=False,
             measure=_measure(request),
             deadline_ns=cv.deadline_ns_from_pb(request.deadline),
             loop_timeout_ns=cv.timeout_ns_from_pb(request.loopTimeoutDuration),
@@ -580,10 +584,10 @@ class PreparedModelServicer(pgrpc.IPreparedModelServicer):
             if fence.state == ERROR:
                 raise InvalidArgument(f"executeFenced: waitFor[{i}] (fence {key}) is in error")
             waits.append(fence)
-        hal_request = cv.request_from_pb(request.request)
+        hal_request, layout = decode_request(prepared, request.request)
         # validated now, before any waiting: errors are the call's own status
         _check_fenced_outputs(prepared.model, hal_request)
-        validate_request(hal_request, prepared.model, allow_unspecified_output=False)
+        validate_once(prepared, hal_request, layout, False)
         check_request_pools(hal_request, state.limits)
         loop_timeout_ns = cv.timeout_ns_from_pb(request.loopTimeoutDuration)
         measure = _measure(request)
