@@ -252,9 +252,9 @@ class PreparedModel:
                     f"{spec.label('output')}: the executor produced {array.dtype} data; "
                     f"expected {spec.dtype}"
                 )
-            shape = tuple(int(d) for d in array.shape)
+            shape = array.shape  # a tuple of ints
             for source, dims in (("model", spec.dims), ("request", tuple(arg.dimensions))):
-                if dims and combine_dimensions(dims, shape) is None:
+                if dims and dims != shape and combine_dimensions(dims, shape) is None:
                     raise GeneralFailure(
                         f"{spec.label('output')}: computed dimensions {list(shape)} are not "
                         f"compatible with the {source}'s dimensions {list(dims)}"
@@ -309,7 +309,14 @@ def _write(
             f"{spec.label('output')}: bytes {loc.offset}..{loc.offset + need} are outside "
             f"pool {loc.poolIndex} ({view.nbytes} bytes)"
         )
-    target = np.frombuffer(view, dtype=np.uint8, count=need, offset=loc.offset)
-    if not target.flags.writeable:
+    if view.readonly:
         raise GeneralFailure(f"{spec.label('output')}: pool {loc.poolIndex} is read-only")
-    target[...] = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+    source = array if array.flags.c_contiguous else np.ascontiguousarray(array)
+    if view.format == "B" and view.ndim == 1:  # the pools' views: bytes, one copy
+        try:
+            view[loc.offset : loc.offset + need] = memoryview(source).cast("B")
+            return
+        except (TypeError, ValueError, NotImplementedError):
+            pass  # a dtype the buffer protocol cannot describe: through numpy
+    target = np.frombuffer(view, dtype=np.uint8, count=need, offset=loc.offset)
+    target[...] = source.reshape(-1).view(np.uint8)

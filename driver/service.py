@@ -407,11 +407,14 @@ def execute(
             allow_unspecified_output, premapped, cancel, True, caller, layout,
         )  # fmt: skip
     check_request_pools(request, state.limits)
-    with state.executions.slot():
+    state.executions.acquire()
+    try:
         return _execute(
             state, prepared, request, measure, deadline_ns, loop_timeout_ns,
             allow_unspecified_output, premapped, cancel, False, caller, layout,
         )  # fmt: skip
+    finally:
+        state.executions.release()
 
 
 def _execute(
@@ -429,7 +432,7 @@ def _execute(
     layout: Hashable | None,
 ) -> ppb.ExecuteReply:
     tokens = None
-    if any(type(pool) is TokenMemory for pool in request.pools):
+    if TokenMemory in map(type, request.pools):
         # as the sample driver: validateRequest (token 0 is INVALID_ARGUMENT, VTS
         # InvalidToken), then the driver buffers' roles and state; the rewritten
         # request is the driver's own and is not validated again
@@ -473,14 +476,13 @@ def _execute(
             tpb.PoolContents(poolIndex=i, data=bytes(mapped.views[i]))
             for i in _output_pool_indexes(request)
         ]
-    return ppb.ExecuteReply(
-        status=_NONE,
-        outputShapes=[
-            tpb.OutputShape(dimensions=s.dimensions, isSufficient=s.isSufficient) for s in shapes
-        ],
-        timing=tpb.Timing(timeOnDevice=timing.timeOnDevice, timeInDriver=timing.timeInDriver),
-        outputPools=pools,
-    )
+    reply = ppb.ExecuteReply(status=_NONE, outputPools=pools)
+    add_shape = reply.outputShapes.add
+    for shape in shapes:
+        add_shape(dimensions=shape.dimensions, isSufficient=shape.isSufficient)
+    reply.timing.timeOnDevice = timing.timeOnDevice
+    reply.timing.timeInDriver = timing.timeInDriver
+    return reply
 
 
 @contextlib.contextmanager
@@ -491,11 +493,16 @@ def cancellable(
     (the client cancelled or went away: gRPC runs the callback at the call's end) and when
     the client ``session`` ends. ``context`` None: the session only (fenced runs in the
     background outlive their call)."""
+    cancel = _cancel_with_call(context)
+    with state.sessions.running(session, cancel):
+        yield cancel
+
+
+def _cancel_with_call(context: grpc.ServicerContext | None) -> Cancel:
     cancel = Cancel()
     if context is not None:
         context.add_callback(lambda: cancel.cancel("the call ended: the client went away"))
-    with state.sessions.running(session, cancel):
-        yield cancel
+    return cancel
 
 
 def _run(
@@ -511,18 +518,18 @@ def _run(
     state = call.state
     prepared = state.prepared_models.get(request.preparedModel, None, call.caller)
     hal_request, layout = decode_request(prepared, request.request, v1_0=v1_0)
+    args = {
+        "measure": measure,
+        "deadline_ns": deadline_ns,
+        "loop_timeout_ns": loop_timeout_ns,
+        "caller": call.caller,
+        "layout": layout,
+    }
+    if call.session is None:  # the common case, without a context manager
+        cancel = _cancel_with_call(call.context)
+        return execute(state, prepared, hal_request, cancel=cancel, **args)
     with cancellable(state, call.context, call.session) as cancel:
-        return execute(
-            state,
-            prepared,
-            hal_request,
-            measure=measure,
-            deadline_ns=deadline_ns,
-            loop_timeout_ns=loop_timeout_ns,
-            cancel=cancel,
-            caller=call.caller,
-            layout=layout,
-        )
+        return execute(state, prepared, hal_request, cancel=cancel, **args)
 
 
 # ---------------------------------------------------------------------------
