@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from grpc_reflection.v1alpha import reflection as reflection_service
 from nnhal.driver._service_support import Devices, ServiceState
 from nnhal.driver.faults import parse_toml
 from nnhal.driver.limits import grpc_options
@@ -41,12 +42,26 @@ from nnhal.driver.streams import CONNECTION_OPTIONS, StreamGate, StreamLimits
 from nnhal import DEFAULT_ADDRESS
 from nnhal._proto.v1_3 import control_pb2 as cpb
 from nnhal._proto.v1_3 import control_pb2_grpc as cgrpc
+from nnhal._proto.v1_3 import device_pb2 as dpb
 from nnhal._proto.v1_3 import device_pb2_grpc as dgrpc
+from nnhal._proto.v1_3 import prepared_model_pb2 as ppb
 from nnhal._proto.v1_3 import prepared_model_pb2_grpc as pgrpc
 from nnhal.errors import HalError
 from nnhal.types import ErrorStatus
 
 log = logging.getLogger("nnhal.driver.service")
+
+#: The services a server answers, as server reflection lists them.
+SERVICE_NAMES: tuple[str, ...] = (
+    dpb.DESCRIPTOR.services_by_name["IDevice"].full_name,
+    ppb.DESCRIPTOR.services_by_name["IPreparedModel"].full_name,
+    ppb.DESCRIPTOR.services_by_name["IBuffer"].full_name,
+    ppb.DESCRIPTOR.services_by_name["IFencedExecutionCallback"].full_name,
+    ppb.DESCRIPTOR.services_by_name["ISyncFence"].full_name,
+    cpb.DESCRIPTOR.services_by_name["INnhalControl"].full_name,
+    "grpc.health.v1.Health",
+    reflection_service.SERVICE_NAME,
+)
 
 class ControlServicer(cgrpc.INnhalControlServicer):
     def __init__(self, states: dict[str, ServiceState], sessions: SessionTable) -> None:
@@ -200,6 +215,7 @@ def create_server(
     *,
     security: Any = None,
     streams: StreamLimits | None = None,
+    reflection: bool = True,
 ) -> tuple[grpc.Server, str]:
     """Start a gRPC server for one device or a sequence of devices (names must differ);
     returns it and the "host:port" actually bound.
@@ -209,7 +225,10 @@ def create_server(
     so no number of open streams delays a unary call.
     ``security``: a ``nnhal.driver.security.ServerSecurity`` (TLS, tokens, ...); without TLS
     an address that is not loopback is refused (ValueError) unless it allows insecure.
-    The server also serves grpc.health.v1.Health (``nnhal.driver.health``).
+    The server also serves grpc.health.v1.Health (``nnhal.driver.health``) and, unless
+    ``reflection`` is False, gRPC server reflection (grpc.reflection.v1alpha, grpcio-reflection:
+    grpcurl, grpc_cli or Postman list and call the services without the .proto files; with
+    bearer tokens, reflection calls need one too).
     """
     devices = list(devices) if isinstance(devices, Sequence) else [devices]
     if not devices:
@@ -261,6 +280,8 @@ def create_server(
     pgrpc.add_ISyncFenceServicer_to_server(SyncFenceServicer(table), server)
     cgrpc.add_INnhalControlServicer_to_server(ControlServicer(states, sessions), server)
     guard.add_services(server)
+    if reflection:
+        reflection_service.enable_server_reflection(SERVICE_NAMES, server)
     try:
         bound = guard.add_port(server, f"{host}:{port}")
     except RuntimeError as exc:
@@ -289,15 +310,16 @@ def serve_forever(
     on_ready: Callable[[str], None] | None = None,
     security: Any = None,
     streams: StreamLimits | None = None,
+    reflection: bool = True,
 ) -> None:
-    """Serve until SIGINT or SIGTERM, then stop cleanly.
+    """Serve until SIGINT or SIGTERM, then stop cleanly (arguments: ``create_server``).
 
     ``on_ready`` is called with the bound "host:port" once the server accepts
     calls. Signal handlers are only installed from the main thread (elsewhere
     the call serves until the process ends); the previous ones are restored.
     """
     server, bound = create_server(
-        devices, address, max_workers, security=security, streams=streams
+        devices, address, max_workers, security=security, streams=streams, reflection=reflection
     )
     stop = threading.Event()
 

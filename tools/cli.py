@@ -545,6 +545,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="numeric-library (BLAS) threads of the server, over the profile's `threads` "
         "(default 1; auto = every core; docs/performance.md)",
     )
+    p.add_argument(
+        "--no-reflection",
+        action="store_true",
+        help="do not serve gRPC server reflection (on by default: grpcurl and grpc_cli can "
+        "list and call the services)",
+    )
     _oppkg().add_serve_options(p)
     import_module("nnhal.tools.cli_trace").add_serve_options(p)  # --cache-dir
     _security().add_serve_options(p)  # --tls-cert, --token-file, --grace, ...
