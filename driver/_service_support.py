@@ -39,6 +39,7 @@ from nnhal.driver.memory import drop_frames
 from nnhal.driver.occupancy import ClientQuota, ExecutionSlots
 from nnhal.driver.sessions import SessionTable
 from nnhal.driver.trace import Trace
+from nnhal.driver.workers import ExecutionPool
 
 from nnhal import convert as cv
 from nnhal._proto.v1_3 import types_pb2 as tpb
@@ -208,10 +209,15 @@ class ServiceState:
     """The driver Device and the objects clients have created on it.
 
     ``sessions``: the server's client sessions (shared by its devices); a
-    ServiceState made alone gets its own table."""
+    ServiceState made alone gets its own table. ``pool``: the server's execution
+    workers (``nnhal.driver.workers``), shared by its devices."""
 
-    def __init__(self, device: Any, sessions: SessionTable | None = None) -> None:
+    def __init__(
+        self, device: Any, sessions: SessionTable | None = None, pool: ExecutionPool | None = None
+    ) -> None:
         self.device = device
+        #: the server's execution worker processes (None: executions run in the server)
+        self.pool = pool
         self.sessions = sessions if sessions is not None else SessionTable(self.release_session)
         profile = getattr(device, "profile", None)
         self.faults = FaultSet(getattr(profile, "faults", None))

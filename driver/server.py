@@ -38,6 +38,7 @@ from nnhal.driver.service import (
 )
 from nnhal.driver.sessions import SessionTable
 from nnhal.driver.streams import CONNECTION_OPTIONS, StreamGate, StreamLimits
+from nnhal.driver.workers import ExecutionPool
 
 from nnhal import DEFAULT_ADDRESS
 from nnhal._proto.v1_3 import control_pb2 as cpb
@@ -216,6 +217,8 @@ def create_server(
     security: Any = None,
     streams: StreamLimits | None = None,
     reflection: bool = True,
+    execution_workers: int = 0,
+    worker_threads: int = 1,
 ) -> tuple[grpc.Server, str]:
     """Start a gRPC server for one device or a sequence of devices (names must differ);
     returns it and the "host:port" actually bound.
@@ -223,6 +226,9 @@ def create_server(
     ``max_workers``: threads kept for unary calls; open streams (bursts, health
     watches) have threads of their own within ``streams`` (``nnhal.driver.streams``),
     so no number of open streams delays a unary call.
+    ``execution_workers``: run executions in that many worker processes (each with
+    ``worker_threads`` BLAS threads), so that executions of different clients use every
+    core (``nnhal.driver.workers``; 0: in this process, the lowest single-client latency).
     ``security``: a ``nnhal.driver.security.ServerSecurity`` (TLS, tokens, ...); without TLS
     an address that is not loopback is refused (ValueError) unless it allows insecure.
     The server also serves grpc.health.v1.Health (``nnhal.driver.health``) and, unless
@@ -240,12 +246,16 @@ def create_server(
 
     pool_probe: list[Callable[[], bool]] = []
     sessions = SessionTable(release_session, backlog=lambda: any(p() for p in pool_probe))
-    for device in devices:
-        name = getattr(device, "name", str(device))
-        if name in states:
-            raise ValueError(f"two devices are named {name!r}; device names must differ")
+    names = [getattr(device, "name", str(device)) for device in devices]
+    duplicate = next((name for name in names if names.count(name) > 1), None)
+    if duplicate is not None:
+        raise ValueError(f"two devices are named {duplicate!r}; device names must differ")
+    workers = (
+        ExecutionPool(execution_workers, threads=worker_threads) if execution_workers else None
+    )
+    for device, name in zip(devices, names):
         try:
-            states[name] = ServiceState(device, sessions)
+            states[name] = ServiceState(device, sessions, workers)
         except HalError as exc:  # a bad [faults] table
             raise ValueError(f"device {name!r}: {exc.message}") from None
     host, port = _split_address(address)
@@ -288,6 +298,8 @@ def create_server(
         raise OSError(f"cannot listen on {host}:{port}: {_why_busy(port) or exc}") from exc
     if bound == 0:
         raise OSError(f"cannot listen on {host}:{port}: {_why_busy(port) or 'the bind failed'}")
+    if workers is not None:
+        guard.on_stopped.append(workers.close)
     server.start()
     log.info("nnhal driver %s listening on %s:%d", ", ".join(states), host, bound)
     return guard.wrap(server), f"{host}:{bound}"

@@ -48,6 +48,7 @@ from nnhal.driver.limits import check_request_pools
 from nnhal.driver.memory import MappedPools
 from nnhal.driver.prepared_model import PreparedModel
 from nnhal.driver.request_layouts import decode_request, validate_once
+from nnhal.driver.workers import pooled
 
 from nnhal import DEFAULT_ADDRESS
 from nnhal import convert as cv
@@ -252,6 +253,7 @@ class DeviceServicer(dgrpc.IDeviceServicer):
     @staticmethod
     def _add_prepared(call: Call, prepared: PreparedModel) -> dpb.PrepareModelReply:
         state = call.state
+        pooled(state.pool, prepared)  # its executions in the worker processes, if any
         state.sessions.touch(call.session)
         # at most max_prepared_models_per_client (driver/occupancy.py)
         key = state.prepared_quota.add(call.caller, prepared, owner=call.session)

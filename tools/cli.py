@@ -165,6 +165,17 @@ def _shapes_json(shapes: Sequence[Any]) -> list[dict]:
 # --------------------------------------------------------------------------
 
 
+def _workers_arg(value: str) -> int:
+    from nnhal.driver.workers import worker_count
+
+    try:
+        return worker_count(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected 'auto' or an integer >= 0, got {value!r}"
+        ) from None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from nnhal.driver.device import Device
 
@@ -184,7 +195,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from nnhal.driver.ops.threads import serving_threads, set_threads  # --threads
 
     try:
-        set_threads(serving_threads(args.threads, [d.profile.threads for d in devices]))
+        args.threads = serving_threads(args.threads, [d.profile.threads for d in devices])
+        set_threads(args.threads)  # the execution workers (--workers) take the same count
     except ValueError as exc:
         raise CliError(str(exc)) from None
     device = import_module("nnhal.tools.cli_trace").configure_devices(devices, args)
@@ -544,6 +556,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N|auto",
         help="numeric-library (BLAS) threads of the server, over the profile's `threads` "
         "(default 1; auto = every core; docs/performance.md)",
+    )
+    p.add_argument(
+        "--workers",
+        type=_workers_arg,
+        default=0,
+        metavar="N|auto",
+        help="run executions in N worker processes (auto: one per core), so that executions "
+        "of different clients use every core (default 0: in the server process; "
+        "docs/serving.md)",
     )
     p.add_argument(
         "--no-reflection",
