@@ -663,7 +663,9 @@ class PreparedModelServicer(pgrpc.IPreparedModelServicer):
         return ppb.StatusReply(status=_NONE)
 
 
-def _burst_run(burst: BurstSession, call: Call, message: ppb.ExecuteRequest_1_2) -> Any:
+def _burst_run(
+    burst: BurstSession, call: Call, message: ppb.ExecuteRequest_1_2
+) -> ppb.ExecuteReply:
     return burst.run(message)
 
 
