@@ -1,16 +1,19 @@
-"""``nnhal tflite MODEL.tflite [--inputs FILE.npz] [--target ADDR] [--repeat N] [--json]``.
+"""``nnhal tflite MODEL.tflite [--target ADDR]... [--inputs FILE.npz] [--repeat N] [--json]``.
 
-Imports the model as TFLite's NNAPI delegate would (``nnhal.importers.tflite``),
-runs it on the device (``--target``, or the in-process driver behind a real
-gRPC server), and, when LiteRT is installed (``pip install 'nnhal[tflite]'``),
-runs the same inputs in LiteRT (one thread) and reports per output the largest
-absolute and relative difference (quantization steps for integer outputs) and
-the median times of both.
+Imports the model as TFLite's NNAPI delegate would (``nnhal.importers.tflite``)
+and runs it as TFLite would on a phone with that delegate: each delegated
+partition is one NNAPI compilation of the emulated runtime (``nnhal.runtime``:
+partitioned over every ``--target``, the in-process driver when ``--profile`` /
+``--op-package`` configure one, and the CPU device ``nnapi-reference``), and
+the nodes the delegate would not take run on the CPU in LiteRT between them,
+each as a single-operator model (``nnhal.importers.tflite.fallback``; without
+LiteRT such a model is refused with the list of those nodes).
 
-Nodes the delegate would not take run on the CPU in LiteRT, each as a
-single-operator model (``nnhal.importers.tflite.fallback``); that needs LiteRT,
-without it such a model is refused with the list of those nodes. The report
-gives the plan (which step runs where) and each step's median time.
+The report gives the plan (each partition with the runtime's steps: which
+device runs which TFLite nodes), the operators per device, any fallback, the
+median times, and, when LiteRT is installed (``pip install 'nnhal[tflite]'``),
+the same inputs run in LiteRT (one thread) with per output the largest absolute
+and relative difference (quantization steps for integer outputs).
 """
 
 from __future__ import annotations
@@ -50,6 +53,19 @@ def add_parsers(sub: Any) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument(
+        "--preference",
+        choices=("FAST_SINGLE_ANSWER", "LOW_POWER", "SUSTAINED_SPEED"),
+        default="FAST_SINGLE_ANSWER",
+        help="the NNAPI compilations' execution preference",
+    )
+    p.add_argument(
+        "--no-nnapi-cpu",
+        action="store_true",
+        help="as the delegate's disallow_nnapi_cpu: compile the partitions for the given "
+        "devices only (no nnapi-reference) and leave every node none of them supports to "
+        "LiteRT on the CPU",
+    )
+    p.add_argument(
         "--custom-op",
         action="append",
         default=[],
@@ -63,7 +79,7 @@ def add_parsers(sub: Any) -> None:
         help="load an op package into the in-process driver (repeatable)",
     )
     _add_device_args(p)
-    p.set_defaults(func=cmd_tflite)
+    p.set_defaults(func=cmd_tflite, targets=[])
 
 
 def _inputs(args: argparse.Namespace, tensors: list[Any]) -> list[np.ndarray]:
@@ -97,6 +113,16 @@ def _inputs(args: argparse.Namespace, tensors: list[Any]) -> list[np.ndarray]:
     return out
 
 
+def _stored_outputs(args: argparse.Namespace, n: int) -> list[np.ndarray]:
+    """``output_0``, ... of the ``--inputs`` file when it has them all (expected outputs
+    stored with the inputs, as examples/tflite/NAME.npz do), else none."""
+    if not args.inputs:
+        return []
+    data = np.load(args.inputs)
+    keys = [f"output_{k}" for k in range(n)]
+    return [data[k] for k in keys] if all(k in data.files for k in keys) else []
+
+
 def _dtype(t: Any) -> Any:
     from nnhal.importers.tflite.reader import TENSOR_TYPES
 
@@ -104,32 +130,55 @@ def _dtype(t: Any) -> Any:
 
 
 @contextmanager
-def _open_device(args: argparse.Namespace) -> Iterator[Any]:
-    """``--target``, or the in-process driver (with ``--op-package``s) behind a gRPC server."""
-    from nnhal.tools.cli import CliError, _device
+def _open_devices(args: argparse.Namespace) -> Iterator[list[Any]]:
+    """The runtime's devices: every ``--target``, plus the in-process driver (behind a gRPC
+    server) when ``--profile`` or ``--op-package`` configures one. ``nnapi-reference`` is
+    added by the compilation itself."""
+    from nnhal.runtime.devices import ClientDevice, connect_target
+    from nnhal.tools.cli import CliError
 
-    if not args.op_package:
-        with _device(args) as dev:
-            yield dev
-        return
-    if args.target:
-        raise CliError(
-            "--op-package loads into the in-process driver; give it to the "
-            "`nnhal serve` behind --target instead",
-            2,
-        )
-    from nnhal.driver.device import Device
-    from nnhal.driver.service import create_server
-    from nnhal.tools.cli_oppkg import device_options
+    from nnhal.errors import DeviceUnavailable, HalError
 
-    from nnhal.vector_runner import connect_device
-
-    server, address = create_server(Device(**device_options(args)), "127.0.0.1:0")
+    targets = list(getattr(args, "targets", None) or [])
+    if args.device:  # `--device NAME` names the device of every target given without /DEVICE
+        targets = [t if "/" in t else f"{t}/{args.device}" for t in targets]
+    devices: list[Any] = []
     try:
-        with connect_device(address) as dev:
-            yield dev
+        for t in targets:
+            if args.connect_timeout <= 0:
+                raise CliError("--connect-timeout must be > 0", 2)
+            try:
+                devices.append(connect_target(t, timeout=args.connect_timeout))
+            except (HalError, DeviceUnavailable, ValueError) as e:
+                raise CliError(f"--target {t}: {e}") from None
+        if args.profile or args.op_package:
+            from nnhal.tools.cli_oppkg import local_options
+            from nnhal.tools.local import local_device
+
+            with local_device(args.profile, **local_options(args)) as dev:
+                devices.append(ClientDevice(dev, f"{args.profile or 'nnhal'} (in-process)"))
+                yield devices
+        else:
+            yield devices
     finally:
-        server.stop(None)
+        for d in devices[: len(targets)]:  # the in-process one is closed by local_device
+            d.device.close()
+
+
+def _ranges(nodes: list[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] -> "0..2, 5, 7..8"."""
+    parts, start, prev = [], None, None
+    for n in sorted(nodes):
+        if start is None:
+            start = prev = n
+        elif n == prev + 1:
+            prev = n
+        else:
+            parts.append(str(start) if start == prev else f"{start}..{prev}")
+            start = prev = n
+    if start is not None:
+        parts.append(str(start) if start == prev else f"{start}..{prev}")
+    return ", ".join(parts)
 
 
 def litert_run(path: str, inputs: list[np.ndarray], repeat: int) -> tuple[list[np.ndarray], float]:
@@ -164,8 +213,14 @@ def compare(got: np.ndarray, want: np.ndarray) -> dict[str, float]:
 
 
 def cmd_tflite(args: argparse.Namespace) -> int:
-    from nnhal.importers.tflite import TFLiteFormatError, import_tflite, parse_custom_op
+    from nnhal.importers.tflite import (
+        TFLiteFormatError,
+        import_tflite,
+        parse_custom_op,
+        read_model,
+    )
     from nnhal.tools.cli import CliError
+    from nnhal.tools.cli_runtime import PREFERENCES
 
     from nnhal.errors import HalError
 
@@ -175,30 +230,52 @@ def cmd_tflite(args: argparse.Namespace) -> int:
         custom = dict(parse_custom_op(s) for s in args.custom_op)
     except ValueError as e:
         raise CliError(str(e), 2) from None
+    if args.op_package:
+        custom = _with_definitions(custom, args)
     try:
+        tfl_model = read_model(args.model)
         result = import_tflite(args.model, custom)
     except TFLiteFormatError as e:
         raise CliError(f"{args.model}: {e}") from None
     from nnhal.importers.tflite.fallback import TfliteRunner
+    from nnhal.importers.tflite.runtime_steps import RuntimePartition, import_for_devices
 
-    sg = result.tflite.subgraphs[0]
-    inputs = _inputs(args, [sg.tensors[t] for t in sg.inputs])
-    out_tensors = [sg.tensors[t] for t in sg.outputs]
-    report: dict[str, Any] = {
-        "model": args.model,
-        "operators": result.nodes,
-        "delegated": result.delegated,
-        "nnapi_operations": sum(p.operations for p in result.partitions),
-        "not_delegated": [s.line() for s in result.skipped],
-    }
+    preference = PREFERENCES[args.preference]
+    use_reference = not args.no_nnapi_cpu
     model_bytes = open(args.model, "rb").read()  # noqa: SIM115 - read whole, already parsed
-    with _open_device(args) as dev:
+    with _open_devices(args) as devices:
+        if not use_reference:
+            if not devices:
+                raise CliError("--no-nnapi-cpu needs a device: give --target (or --profile)", 2)
+            # the delegate's disallow_nnapi_cpu: nodes no device supports stay on the CPU
+            result = import_for_devices(tfl_model, devices, custom)
+        sg = result.tflite.subgraphs[0]
+        inputs = _inputs(args, [sg.tensors[t] for t in sg.inputs])
+        out_tensors = [sg.tensors[t] for t in sg.outputs]
+        report: dict[str, Any] = {
+            "model": args.model,
+            "operators": result.nodes,
+            "delegated": result.delegated,
+            "folded": result.folded_counts(),
+            "nnapi_operations": sum(p.operations for p in result.partitions),
+            "not_delegated": [s.line() for s in result.skipped],
+            "notes": list(result.notes),
+        }
+        report["devices"] = [d.name for d in devices] + (
+            ["nnapi-reference"] if use_reference else []
+        )
+
+        def prepare(partition: Any) -> RuntimePartition:
+            return RuntimePartition(
+                partition, devices, preference=preference, use_reference=use_reference
+            )
+
         try:
             t0 = time.perf_counter()
-            runner = TfliteRunner(result, dev.prepareModel_1_3, model_bytes)
+            runner = TfliteRunner(result, prepare, model_bytes)
             report["prepare_ms"] = (time.perf_counter() - t0) * 1e3
         except HalError as e:
-            raise CliError(f"{args.model}: the device refused a partition: {e}") from None
+            raise CliError(f"{args.model}: the NNAPI runtime refused a partition: {e}") from None
         except ImportError as e:
             raise CliError(
                 f"{args.model}: {len(result.skipped)} operator(s) are not delegated "
@@ -207,20 +284,30 @@ def cmd_tflite(args: argparse.Namespace) -> int:
         except ValueError as e:  # FallbackError: a CPU node LiteRT cannot run
             raise CliError(f"{args.model}: {e}") from None
         try:
-            report["plan"] = runner.plan()
-            times, step_ms = [], []
+            times, step_ms, fallbacks = [], [], []
             for _ in range(args.repeat):
                 t0 = time.perf_counter()
                 outputs = runner.run(inputs)
                 times.append((time.perf_counter() - t0) * 1e3)
                 step_ms.append([s.ms for s in runner.steps])
+            for s in runner.steps:
+                if s.kind == "nnapi" and s.runner[0].report is not None:
+                    fallbacks += [f.to_json() for f in s.runner[0].report.fallbacks]
+            report["plan"] = _plan(runner, [statistics.median(c) for c in zip(*step_ms)])
+            report["fallbacks"] = fallbacks
         except HalError as e:
             raise CliError(f"{args.model}: execution failed: {e}") from None
         finally:
             runner.release()
+    report["operators_per_device"] = _per_device(report["plan"], result)
     report["run_ms"] = statistics.median(times)
-    report["step_ms"] = [statistics.median(col) for col in zip(*step_ms)]
     outputs = [np.asarray(o).reshape(t.shape) for o, t in zip(outputs, out_tensors)]
+    stored = _stored_outputs(args, len(out_tensors))
+    if stored:
+        report["stored_outputs"] = [
+            {"name": t.name, "shape": list(t.shape), "file": args.inputs, **compare(o, r)}
+            for t, o, r in zip(out_tensors, outputs, stored)
+        ]
     try:
         ref, ref_ms = litert_run(args.model, inputs, args.repeat)
     except ImportError:
@@ -236,16 +323,100 @@ def cmd_tflite(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
+    _print(report, result, args.repeat)
+    return 0
+
+
+def _with_definitions(
+    custom: dict[str, tuple[Any, ...]], args: argparse.Namespace
+) -> dict[str, tuple[Any, ...]]:
+    """Add the operation's parameters (from the ``--op-package`` definitions) to each
+    custom-operator mapping, so its custom options become parameter operands."""
+    from nnhal.importers.tflite import CustomParam
+    from nnhal.tools.cli import CliError
+    from nnhal.tools.cli_oppkg import local_options
+
+    packages = [p for p in local_options(args)["op_packages"] if hasattr(p, "spec")]
+    out = dict(custom)
+    for name, (extension, number, *_) in custom.items():
+        pkg = next((p for p in packages if p.spec.extension_name == extension), None)
+        if pkg is None:
+            continue  # served elsewhere (a --target's package): no definition here
+        if number >= len(pkg.spec.ops):
+            raise CliError(
+                f"--custom-op {name}={extension}:{number}: the package has "
+                f"{len(pkg.spec.ops)} operations (0..{len(pkg.spec.ops) - 1})",
+                2,
+            )
+        params = [
+            CustomParam(t.name, tuple(t.datatypes), bool(t.scalar), bool(t.mandatory), t.default)
+            for t in pkg.spec.ops[number].params
+        ]
+        out[name] = (extension, number, params)
+    return out
+
+
+def _plan(runner: Any, medians: list[float]) -> list[dict[str, Any]]:
+    """The TFLite-level steps, each NNAPI partition with the runtime's steps inside it."""
+    plan = []
+    names = {op.index: op.name for op in runner.sg.operators}
+    for k, (step, ms) in enumerate(zip(runner.steps, medians)):
+        entry: dict[str, Any] = {
+            "kind": step.kind,
+            "nodes": list(step.nodes),
+            "line": step.describe(lambda i: names[i]),
+            "ms": ms,
+        }
+        if step.kind == "nnapi":
+            entry["runtime_steps"] = [s.to_json() for s in step.runner[0].steps()]
+        plan.append(entry)
+    return plan
+
+
+def _per_device(plan: list[dict[str, Any]], result: Any) -> dict[str, int]:
+    """TFLite operators per place they ran (a node split over devices counts where its
+    first NNAPI operation ran); folded nodes count as "folded"."""
+    counts: dict[str, int] = {}
+    for entry in plan:
+        if entry["kind"] == "litert":
+            counts["LiteRT CPU"] = counts.get("LiteRT CPU", 0) + len(entry["nodes"])
+            continue
+        seen: set[int] = set()
+        for s in entry["runtime_steps"]:
+            for n in s["nodes"]:
+                if n not in seen:
+                    seen.add(n)
+                    counts[s["device"]] = counts.get(s["device"], 0) + 1
+    if result.folded:
+        counts["folded"] = len(result.folded)
+    return counts
+
+
+def _print(report: dict[str, Any], result: Any, repeat: int) -> None:
     print(
-        f"{args.model}: {result.nodes} operators, {result.delegated} delegated "
+        f"{report['model']}: {result.nodes} operators, {result.delegated} delegated "
         f"({report['nnapi_operations']} NNAPI operations), {len(result.skipped)} on the CPU"
     )
-    for line, ms in zip(report["plan"], report["step_ms"]):
-        print(f"  {line}: {ms:.2f} ms")
+    for line in report["not_delegated"]:
+        print(f"  not delegated: {line}")
+    for note in report["notes"]:
+        print(f"  note: {note}")
+    print(f"  devices: {', '.join(report['devices'])}")
+    for entry in report["plan"]:
+        print(f"  {entry['line']}: {entry['ms']:.2f} ms")
+        for s in entry.get("runtime_steps", []):
+            print(f"    runtime step {s['step']} on {s['device']}: nodes {_ranges(s['nodes'])}")
+    per = ", ".join(f"{k} {v}" for k, v in report["operators_per_device"].items())
+    print(f"  operators: {per}")
+    for f in report["fallbacks"]:
+        print(f"  fallback ({f['kind']}) from {f['device']} after {f['status']}: {f['message']}")
     print(
         f"  whole run: prepare {report['prepare_ms']:.1f} ms, run median "
-        f"{report['run_ms']:.2f} ms over {args.repeat}"
+        f"{report['run_ms']:.2f} ms over {repeat}"
     )
+    for o in report.get("stored_outputs", []):
+        diffs = ", ".join(f"{k} {v:.3g}" for k, v in o.items() if k.startswith("max_"))
+        print(f"  output {o['name']!r} {o['shape']} vs {o['file']}: {diffs}")
     if "litert_ms" in report:
         print(f"  LiteRT (1 thread): invoke median {report['litert_ms']:.2f} ms")
         for o in report["outputs"]:
@@ -253,4 +424,3 @@ def cmd_tflite(args: argparse.Namespace) -> int:
             print(f"  output {o['name']!r} {o['shape']}: {diffs}")
     else:
         print(f"  LiteRT: {report['litert']}")
-    return 0

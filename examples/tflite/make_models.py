@@ -16,6 +16,7 @@ from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import flatbuffers
 import numpy as np
 import tensorflow as tf
 
@@ -191,11 +192,14 @@ def while_loop() -> None:
     save("while_loop", conv.convert(), [x, np.array(5, np.int32)])
 
 
+LIMIT = 2.0
+
+
 def custom_op() -> None:
-    """ADD then a CUSTOM 'SoftClip' (limit * tanh(x / limit), limit 1): written with the
-    flatbuffer builder and the generated schema code, since converters emit custom
-    operators only for ops they cannot lower. The reference is TensorFlow's tanh."""
-    import flatbuffers
+    """ADD then a CUSTOM 'SoftClip' (limit * tanh(x / limit)) with custom options
+    {"limit": 2.0}: written with the flatbuffer builder and the generated schema code,
+    since converters emit custom operators only for ops they cannot lower. The reference
+    is TensorFlow's tanh."""
     import tflite as S
 
     c = np.array([[0.5, 0.5, -0.25, 1.0]], np.float32)
@@ -234,9 +238,10 @@ def custom_op() -> None:
             S.OperatorCodeAddCustomCode(b, name)
         return S.OperatorCodeEnd(b)
 
-    def operator(index, inputs, outputs, add_options=False):
+    def operator(index, inputs, outputs, add_options=False, custom_options=None):
         ins = ints(S.OperatorStartInputsVector, inputs)
         outs = ints(S.OperatorStartOutputsVector, outputs)
+        custom = b.CreateByteVector(custom_options) if custom_options else None
         opts = None
         if add_options:
             S.AddOptionsStart(b)
@@ -249,6 +254,9 @@ def custom_op() -> None:
         if opts is not None:
             S.OperatorAddBuiltinOptionsType(b, S.BuiltinOptions.AddOptions)
             S.OperatorAddBuiltinOptions(b, opts)
+        if custom is not None:
+            S.OperatorAddCustomOptions(b, custom)
+            S.OperatorAddCustomOptionsFormat(b, S.CustomOptionsFormat.FLEXBUFFERS)
         return S.OperatorEnd(b)
 
     def vector(start, items):
@@ -258,7 +266,13 @@ def custom_op() -> None:
         return b.EndVector()
 
     tensors = [tensor("x", 1), tensor("c", 2), tensor("sum", 1), tensor("y", 1)]
-    ops = [operator(0, [0, 1], [2], add_options=True), operator(1, [2], [3])]
+    from flatbuffers import flexbuffers
+
+    options = flexbuffers.Dumps({"limit": LIMIT})  # TFLite's convention: a FlexBuffer map
+    ops = [
+        operator(0, [0, 1], [2], add_options=True),
+        operator(1, [2], [3], custom_options=options),
+    ]
     tv = vector(S.SubGraphStartTensorsVector, tensors)
     ov = vector(S.SubGraphStartOperatorsVector, ops)
     iv, outv = ints(S.SubGraphStartInputsVector, [0]), ints(S.SubGraphStartOutputsVector, [3])
@@ -285,10 +299,153 @@ def custom_op() -> None:
     b.Finish(S.ModelEnd(b), file_identifier=b"TFL3")
     content = bytes(b.Output())
     x = RNG.uniform(-3, 3, (1, 4)).astype(np.float32)
-    y = tf.tanh(tf.constant(x) + tf.constant(c)).numpy()  # limit 1
+    y = (LIMIT * tf.tanh((tf.constant(x) + tf.constant(c)) / LIMIT)).numpy()
     (HERE / "custom_op.tflite").write_bytes(content)
     np.savez(HERE / "custom_op.npz", input_0=x, output_0=y)
     print(f"custom_op: {len(content)} bytes (reference from TensorFlow, no interpreter run)")
+
+
+def mobilenet_v3_like(blocks: int = 30) -> tf.keras.Model:
+    """A MobileNetV3-shaped net at toy width: inverted residual blocks (1x1 expand,
+    depthwise, squeeze-excite, 1x1 project, residual add), hard-swish, batch norms
+    (folded by the converter), global pooling and a classifier."""
+    tf.keras.utils.set_random_seed(7)
+    L = tf.keras.layers
+    rng = np.random.default_rng(8)
+    x_in = tf.keras.Input((32, 32, 3), batch_size=1)
+    x = L.Conv2D(8, 3, strides=2, padding="same", use_bias=False)(x_in)
+    x = L.BatchNormalization()(x)
+    x = L.Activation("hard_swish")(x)
+    width = 8
+    for i in range(blocks):
+        stride = 2 if i in (3, 10) else 1
+        out_width = width + 4 if stride == 2 else width
+        act = "relu" if i < blocks // 3 else "hard_swish"
+        y = L.Conv2D(width * 2, 1, use_bias=False)(x)
+        y = L.BatchNormalization()(y)
+        y = L.Activation(act)(y)
+        y = L.DepthwiseConv2D(5 if i % 4 == 3 else 3, strides=stride, padding="same")(y)
+        y = L.Activation(act)(y)
+        if i % 2 == 1:  # squeeze-excite
+            s = L.GlobalAveragePooling2D(keepdims=True)(y)
+            s = L.Conv2D(max(width // 2, 4), 1, activation="relu")(s)
+            s = L.Conv2D(width * 2, 1, activation="hard_sigmoid")(s)
+            y = L.Multiply()([y, s])
+        y = L.Conv2D(out_width, 1, use_bias=False)(y)
+        y = L.BatchNormalization()(y)
+        x = L.Add()([x, y]) if stride == 1 and out_width == width else y
+        width = out_width
+    x = L.Conv2D(32, 1, activation="hard_swish")(x)
+    x = L.GlobalAveragePooling2D()(x)
+    x = L.Dense(10)(x)
+    model = tf.keras.Model(x_in, L.Softmax()(x))
+    for layer in model.layers:  # batch norms that are not the identity
+        if isinstance(layer, L.BatchNormalization):
+            n = layer.get_weights()[0].shape[0]
+            layer.set_weights(
+                [
+                    rng.uniform(0.5, 1.5, n).astype(np.float32),
+                    rng.uniform(-0.2, 0.2, n).astype(np.float32),
+                    rng.uniform(-0.2, 0.2, n).astype(np.float32),
+                    rng.uniform(0.5, 1.5, n).astype(np.float32),
+                ]
+            )
+    return model
+
+
+def cnn_large_float16() -> None:
+    """Several hundred operators (float16 weights behind DEQUANTIZE), a few hundred KB."""
+    conv = tf.lite.TFLiteConverter.from_keras_model(mobilenet_v3_like())
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.target_spec.supported_types = [tf.float16]
+    x = RNG.uniform(-1, 1, (1, 32, 32, 3)).astype(np.float32)
+    save("cnn_large_float16", conv.convert(), [x])
+
+
+def _prune(model, rng, fraction: float, block: int = 1) -> None:
+    """Zero ``fraction`` of every kernel (in blocks of ``block`` along the input axis)."""
+    for layer in model.layers:
+        w = layer.get_weights()
+        if not w:
+            continue
+        k = w[0]
+        if block == 1:
+            k[rng.uniform(size=k.shape) < fraction] = 0
+        else:  # Dense kernels are (in, out): blocks of `block` consecutive inputs
+            mask = rng.uniform(size=(k.shape[0] // block, k.shape[1])) < fraction
+            k[np.repeat(mask, block, axis=0)] = 0
+        layer.set_weights([k, *w[1:]])
+
+
+def sparse_cnn() -> None:
+    """Pruned weights (80% zeros), converted with EXPERIMENTAL_SPARSITY and float16: every
+    kernel is a sparse float16 constant behind DENSIFY then DEQUANTIZE."""
+    tf.keras.utils.set_random_seed(3)
+    L = tf.keras.layers
+    x_in = tf.keras.Input((8, 8, 3), batch_size=1)
+    x = L.Conv2D(16, 3, padding="same", activation="relu")(x_in)
+    x = L.DepthwiseConv2D(3, padding="same", activation="relu6")(x)
+    x = L.Conv2D(16, 3, strides=2, padding="same", activation="relu")(x)
+    x = L.Reshape((-1,))(x)
+    x = L.Dense(10)(x)
+    model = tf.keras.Model(x_in, L.Softmax()(x))
+    _prune(model, np.random.default_rng(4), 0.8)
+    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    conv.optimizations = [tf.lite.Optimize.EXPERIMENTAL_SPARSITY, tf.lite.Optimize.DEFAULT]
+    conv.target_spec.supported_types = [tf.float16]
+    x = RNG.uniform(-1, 1, (1, 8, 8, 3)).astype(np.float32)
+    save("sparse_cnn", conv.convert(), [x])
+
+
+def sparse_block_fc() -> None:
+    """Block-sparse (1x4) float32 dense layers. The converter hands such weights straight
+    to FULLY_CONNECTED (its kernel reads them sparse); a DENSIFY is put in front of each
+    with LiteRT's schema object API, so TFLite's own DENSIFY kernel makes the reference."""
+    from ai_edge_litert import schema_py_generated as schema
+
+    tf.keras.utils.set_random_seed(5)
+    L = tf.keras.layers
+    x_in = tf.keras.Input((32,), batch_size=1)
+    x = L.Dense(16, activation="relu")(x_in)
+    model = tf.keras.Model(x_in, L.Dense(8)(x))
+    _prune(model, np.random.default_rng(6), 0.7, block=4)
+    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    conv.optimizations = [tf.lite.Optimize.EXPERIMENTAL_SPARSITY]
+    m = schema.ModelT.InitFromPackedBuf(conv.convert(), 0)
+    code = schema.OperatorCodeT()
+    code.builtinCode = code.deprecatedBuiltinCode = schema.BuiltinOperator.DENSIFY
+    code.version = 1
+    m.operatorCodes.append(code)
+    sg = m.subgraphs[0]
+    front = []
+    for op in sg.operators:
+        op.inputs = [int(i) for i in op.inputs]
+        for pos, t in enumerate(op.inputs):
+            src = sg.tensors[t]
+            if src.sparsity is None:
+                continue
+            dense = schema.TensorT()
+            dense.shape, dense.type, dense.buffer = list(src.shape), src.type, 0
+            dense.name = (
+                src.name + b"/dense" if isinstance(src.name, bytes) else src.name + "/dense"
+            )
+            sg.tensors.append(dense)
+            d = schema.OperatorT()
+            d.opcodeIndex, d.inputs, d.outputs = (
+                len(m.operatorCodes) - 1,
+                [t],
+                [len(sg.tensors) - 1],
+            )
+            front.append(d)
+            op.inputs[pos] = len(sg.tensors) - 1
+    sg.operators = front + list(sg.operators)
+    for c in m.operatorCodes:  # version 8 means sparse weights; dense float weights are 1
+        if c.builtinCode == schema.BuiltinOperator.FULLY_CONNECTED:
+            c.version = 1
+    b = flatbuffers.Builder(4096)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    x = RNG.uniform(-1, 1, (1, 32)).astype(np.float32)
+    save("sparse_block_fc", bytes(b.Output()), [x])
 
 
 if __name__ == "__main__":
@@ -303,5 +460,8 @@ if __name__ == "__main__":
         "while_loop",
         "cnn_uint8",
         "custom_op",
+        "sparse_cnn",
+        "sparse_block_fc",
+        "cnn_large_float16",
     ]:
         globals()[name]()

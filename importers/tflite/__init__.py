@@ -6,6 +6,10 @@
   reasons for refusing a node.
 - ``convert``: partitions and NNAPI models (``nnhal.builder``), folding
   constant float16 DEQUANTIZE, WHILE/IF as NNAPI control flow.
+- ``sparsity``: sparse constants densified (DENSIFY folding).
+- ``custom_options``: a custom operator's FlexBuffer options as op-package parameters.
+- ``fallback`` / ``runtime_steps``: running a partitioned model (LiteRT nodes,
+  partitions compiled by ``nnhal.runtime``).
 - ``cli``: ``nnhal import MODEL.tflite`` (dispatched by ``nnhal.tools.cli_import``).
 
 ``import_tflite(path)`` is the Python entry point.
@@ -14,11 +18,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from nnhal.importers.tflite.convert import ImportResult, Partition, Skipped, convert
+from nnhal.importers.tflite.custom_options import CustomParam
 from nnhal.importers.tflite.reader import TFLiteFormatError, read_model
 
 __all__ = [
+    "CustomParam",
     "ImportResult",
     "Partition",
     "Skipped",
@@ -30,11 +37,13 @@ __all__ = [
 
 
 def import_tflite(
-    source: str | Path | bytes, custom_ops: dict[str, tuple[str, int]] | None = None
+    source: str | Path | bytes, custom_ops: dict[str, tuple[Any, ...]] | None = None
 ) -> ImportResult:
     """Read, check and convert a TFLite model (a path or the file's bytes).
 
-    ``custom_ops`` maps TFLite custom codes to (extension name, operation number).
+    ``custom_ops`` maps TFLite custom codes to (extension name, operation number), or to
+    (extension name, operation number, [CustomParam, ...]) to pass the custom options as
+    the operation's parameters (``custom_options``).
     """
     return convert(read_model(source), custom_ops)
 

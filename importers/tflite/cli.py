@@ -71,6 +71,7 @@ def report(result: ImportResult, path: str) -> dict[str, Any]:
             {"subgraph": s.subgraph, "operator": s.index, "op": s.op, "reason": s.reason}
             for s in result.skipped
         ],
+        "notes": list(result.notes),
     }
 
 
@@ -94,14 +95,19 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(doc, indent=2))
         return 0
     n_ops = sum(p.operations for p in result.partitions)
+    folded = result.folded_counts()
     print(
         f"{path}: {result.nodes} operators in the main subgraph "
         f"({doc['operators_all_subgraphs']} in {doc['subgraphs']} subgraphs); "
         f"{result.delegated} delegated to NNAPI in {len(result.partitions)} partition(s) "
-        f"({n_ops} NNAPI operations, {len(result.folded)} float16 DEQUANTIZE folded)"
+        f"({n_ops} NNAPI operations, {folded.get('DEQUANTIZE', 0)} float16 DEQUANTIZE folded"
+        + (f", {folded['DENSIFY']} sparse DENSIFY folded" if folded.get("DENSIFY") else "")
+        + ")"
     )
     for s in result.skipped:
         print(f"  not delegated: {s.line()}")
+    for note in result.notes:
+        print(f"  note: {note}")
     if args.output:
         print(f"wrote {args.output}")
     return 0

@@ -25,8 +25,10 @@ from typing import Any
 
 import numpy as np
 from nnhal.importers.tflite import ops as ops_mod
+from nnhal.importers.tflite.custom_options import param_operands
 from nnhal.importers.tflite.ops import Unsupported
 from nnhal.importers.tflite.reader import TfModel, TfOperator, TfSubgraph, TfTensor
+from nnhal.importers.tflite.sparsity import densify
 
 from nnhal.builder import ModelBuilder, OperandIndex, SubgraphBuilder
 from nnhal.types import Model, OperandType, OperationType
@@ -66,6 +68,8 @@ class Partition:
     operations: int = 0
     #: per main-subgraph operand: the TFLite tensor name it stands for ("" for made ones)
     operand_names: list[str] = field(default_factory=list)
+    #: per NNAPI main operation: the TFLite node it was made from
+    operation_nodes: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -73,10 +77,23 @@ class ImportResult:
     tflite: TfModel
     partitions: list[Partition]
     skipped: list[Skipped]
-    #: main-subgraph nodes folded into their consumers (constant float16 DEQUANTIZE)
+    #: main-subgraph nodes folded into their consumers (DEQUANTIZE of a float16 constant,
+    #: DENSIFY of a sparse constant)
     folded: list[int] = field(default_factory=list)
     #: main-subgraph node count
     nodes: int = 0
+    #: the values of the folded nodes' outputs (TFLite tensor -> array)
+    constants: dict[int, np.ndarray] = field(default_factory=dict)
+    #: remarks on delegated nodes (custom options not passed, ...)
+    notes: list[str] = field(default_factory=list)
+
+    def folded_counts(self) -> dict[str, int]:
+        """Folded nodes per operator name."""
+        ops = self.tflite.subgraphs[0].operators
+        counts: dict[str, int] = {}
+        for i in self.folded:
+            counts[ops[i].name] = counts.get(ops[i].name, 0) + 1
+        return counts
 
     @property
     def delegated(self) -> int:
@@ -99,6 +116,8 @@ class ImportResult:
             api = max(api, 30)
         if types & {T.TENSOR_QUANT8_SYMM_PER_CHANNEL, T.TENSOR_FLOAT16, T.TENSOR_BOOL8}:
             api = max(api, 29)
+        if "DENSIFY" in self.folded_counts():  # the delegate folds DENSIFY from NNAPI 1.3
+            api = max(api, 30)
         return api
 
     @property
@@ -121,11 +140,25 @@ class _Plan:
                     t.type, np.float32
                 )
                 self.values[t.index] = np.zeros(t.shape, dtype)
+        #: DENSIFY nodes left in the graph -> why they were not folded
+        self.densify_refused: dict[int, str] = {}
         for op in sg.operators:
-            if op.name == "DEQUANTIZE" and len(op.inputs) == 1:
+            if op.name == "DENSIFY" and len(op.inputs) == 1 and len(op.outputs) == 1:
+                why = _densify_refusal(op, sg.tensors[op.inputs[0]])
+                if why:
+                    self.densify_refused[op.index] = why
+                    continue
                 src = sg.tensors[op.inputs[0]]
-                if src.type == FLOAT16 and src.data is not None and not src.is_sparse:
-                    self.values[op.outputs[0]] = src.data.astype(np.float32)
+                where = src.describe(sg.index)
+                self.values[op.outputs[0]] = densify(src.data, src.shape, src.sparsity, where)
+                self.folded.add(op.index)
+            elif op.name == "DEQUANTIZE" and len(op.inputs) == 1:
+                src = sg.tensors[op.inputs[0]]
+                value = self.values.get(op.inputs[0])  # a densified constant
+                if value is None and src.data is not None and not src.is_sparse:
+                    value = src.data
+                if src.type == FLOAT16 and value is not None:
+                    self.values[op.outputs[0]] = value.astype(np.float32)
                     self.folded.add(op.index)
 
     def constant(self, t: int) -> np.ndarray | None:
@@ -167,7 +200,7 @@ class OpContext:
     def _spec(self, t: int, force_per_channel: bool = False) -> dict[str, Any]:
         rec = self.tensor(t)
         ty, scale, zp, cq = rec.type, rec.scale, rec.zero_point, None
-        if t in self.plan.values and ty == FLOAT16:
+        if t in self.plan.values and ty == FLOAT16 and self.plan.values[t].dtype == np.float32:
             ty = FLOAT32  # folded float16 constant
         if ty == FLOAT32:
             code, scale, zp = T.TENSOR_FLOAT32, 0.0, 0
@@ -326,7 +359,7 @@ class OpContext:
 
 
 class _Converter:
-    def __init__(self, model: TfModel, custom_ops: dict[str, tuple[str, int]] | None) -> None:
+    def __init__(self, model: TfModel, custom_ops: dict[str, tuple[Any, ...]] | None) -> None:
         self.model = model
         self.custom_ops = dict(custom_ops or {})
         #: per ModelBuilder (by id): extension name -> prefix
@@ -335,17 +368,37 @@ class _Converter:
         #: (ModelBuilder id, TFLite subgraph index) -> its NNAPI subgraph
         self._refs: dict[tuple[int, int], SubgraphBuilder] = {}
         self._building: set[int] = set()
+        #: (subgraph, node) -> a note about the conversion (custom options not passed)
+        self.notes: dict[tuple[int, int], str] = {}
+        #: main-graph nodes refused from outside (the target devices support them not)
+        self.refuse: dict[int, str] = {}
 
     def mapper(self, op: TfOperator) -> Any:
         """The mapping function for ``op``, or None when nothing maps it."""
         if op.name == "CUSTOM":
             if op.custom_code not in self.custom_ops:
                 return None
-            extension, number = self.custom_ops[op.custom_code]
+            extension, number, *rest = self.custom_ops[op.custom_code]
+            params = rest[0] if rest else None
 
             def custom(ctx: OpContext, op: TfOperator) -> None:
                 code = ctx.extension_operation(extension, number)
-                ctx.emit(code, [ctx.input(t) for t in op.inputs if t != -1], op.outputs)
+                ins = [ctx.input(t) for t in op.inputs if t != -1]
+                if params is not None:  # the definition is known: options become parameters
+                    operands, unknown = param_operands(ctx, op, params)
+                    ins += operands
+                    if unknown:
+                        self.notes[(ctx.sg.index, op.index)] = (
+                            f"{op.describe(ctx.sg.index)}: custom options {unknown} are not "
+                            f"parameters of {extension}:{number}; not passed"
+                        )
+                elif op.custom_options:
+                    self.notes[(ctx.sg.index, op.index)] = (
+                        f"{op.describe(ctx.sg.index)}: {len(op.custom_options)} bytes of custom "
+                        "options not passed (no operation definition given); the extension's "
+                        "defaults apply"
+                    )
+                ctx.emit(code, ins, op.outputs)
 
             return custom
         return ops_mod.MAPPERS.get(op.name)
@@ -410,7 +463,8 @@ class _Converter:
                 "operators (map it to an op-package extension operation with --custom-op)"
             )
         if op.name == "DENSIFY":
-            return "DENSIFY of sparse weights: sparse formats are not decoded by this importer"
+            why = self.plans[0].densify_refused.get(op.index, "not a foldable DENSIFY")
+            return f"DENSIFY is only folded into constant weights: {why}"
         return "Unsupported operation type."
 
     def _build(self, nodes: list[int], trial: bool = False) -> Partition:
@@ -448,18 +502,23 @@ class _Converter:
             ctx.declare(t, "input")
         outs = [ctx.declare(t, "output") for t in outputs]
         out_of = dict(zip(outputs, outs))
+        op_nodes: list[int] = []
         for i in nodes:
             op = sg.operators[i]
             for t in op.outputs:
                 if t in out_of and t not in ctx.operands:
                     ctx.operands[t] = out_of[t]
+            before = ctx.emitted
             self.mapper(op)(ctx, op)
+            op_nodes += [i] * (ctx.emitted - before)
+        before = ctx.emitted
         _pass_through(ctx, outputs, out_of)
+        op_nodes += [nodes[-1]] * (ctx.emitted - before)  # identities closing the partition
         model = mb.build()
         names = [""] * len(model.main.operands)
         for t, idx in [*ctx.operands.items(), *out_of.items()]:
             names[int(idx)] = sg.tensors[t].name
-        return Partition(nodes, model, inputs, outputs, ctx.emitted, names)
+        return Partition(nodes, model, inputs, outputs, ctx.emitted, names, op_nodes)
 
     def run(self) -> ImportResult:
         sg = self.model.subgraphs[0]
@@ -468,7 +527,7 @@ class _Converter:
         for op in sg.operators:
             if op.index in plan.folded:
                 continue
-            reason = self.node_reason(op)
+            reason = self.refuse.get(op.index) or self.node_reason(op)
             if reason is None:
                 run.append(op.index)
                 continue
@@ -479,7 +538,29 @@ class _Converter:
         if run:
             partitions.append(run)
         built = [self._build(nodes) for nodes in partitions]
-        return ImportResult(self.model, built, skipped, sorted(plan.folded), len(sg.operators))
+        constants = {t: plan.values[t] for i in plan.folded for t in sg.operators[i].outputs}
+        return ImportResult(
+            self.model,
+            built,
+            skipped,
+            sorted(plan.folded),
+            len(sg.operators),
+            constants,
+            [self.notes[k] for k in sorted(self.notes)],
+        )
+
+
+def _densify_refusal(op: TfOperator, src: TfTensor) -> str:
+    """Why the delegate would not fold this DENSIFY ("" when it folds it). Its Validate
+    takes a DENSIFY whose input is a constant (from NNAPI 1.3), then densifies the sparse
+    weights itself and hands NNAPI the dense constant; the operator version is not checked."""
+    if src.data is None:
+        return f"input {src.name!r} is not a constant tensor"
+    if src.sparsity is None:
+        return f"input {src.name!r} has no sparsity metadata"
+    if src.type not in (FLOAT32, FLOAT16, INT8, UINT8):
+        return f"input {src.name!r} is {src.type_name}; FLOAT32/FLOAT16/INT8/UINT8 are densified"
+    return ""
 
 
 def p_has_extensions(partitions: Sequence[Partition]) -> bool:
@@ -515,12 +596,23 @@ def _pass_through(ctx: OpContext, outputs: Sequence[int], out_of: dict[int, Oper
         ctx.emitted += 1
 
 
-def convert(model: TfModel, custom_ops: dict[str, tuple[str, int]] | None = None) -> ImportResult:
+def convert(
+    model: TfModel,
+    custom_ops: dict[str, tuple[Any, ...]] | None = None,
+    refuse: dict[int, str] | None = None,
+) -> ImportResult:
     """Convert a checked TFLite model; see the module docstring.
 
-    ``custom_ops``: TFLite custom code -> (extension name, operation number): that custom
-    operator becomes the extension's operation (inputs and outputs in TFLite's order; its
-    custom options are not passed, the extension's defaults apply). An nnhal extension
-    beyond the delegate, for vendor kernels served by an op package.
+    ``custom_ops``: TFLite custom code -> (extension name, operation number[, params]):
+    that custom operator becomes the extension's operation, inputs and outputs in TFLite's
+    order. With ``params`` (the definition's parameters, ``custom_options.CustomParam``)
+    its FlexBuffer custom options become the parameter operands; without, they are not
+    passed (a note says so) and the extension's defaults apply. An nnhal extension beyond
+    the delegate, for vendor kernels served by an op package.
+
+    ``refuse``: main-graph node -> reason: nodes left to the CPU whatever their mapping
+    (the delegate's ``disallow_nnapi_cpu``: nodes the target devices do not support).
     """
-    return _Converter(model, custom_ops).run()
+    converter = _Converter(model, custom_ops)
+    converter.refuse = dict(refuse or {})
+    return converter.run()

@@ -7,9 +7,11 @@ WHILE runs with its own cond/body), with the main subgraph replaced by that one
 node. The model is rewritten with LiteRT's own generated schema code (object
 API), so this module needs the ``tflite`` extra (``ai-edge-litert``).
 
-``TfliteRunner(result, prepare)`` takes an ``ImportResult`` and a function that
-prepares an NNAPI model on a device (``device.prepareModel_1_3``) and runs the
-steps in execution order; ``plan()`` describes which step runs where.
+``TfliteRunner(result, prepare, model_bytes)`` takes an ``ImportResult`` and a
+function that prepares a delegated ``Partition`` (``runtime_steps.RuntimePartition``
+compiles it with the emulated NNAPI runtime; anything with ``execute(feeds)`` and
+``release()`` will do) and runs the steps in execution order; ``plan()``
+describes which step runs where.
 """
 
 from __future__ import annotations
@@ -84,7 +86,7 @@ class Step:
     ms: float = 0.0  # time of the last run
 
     def describe(self, names: Callable[[int], str]) -> str:
-        where = "NNAPI device" if self.kind == "nnapi" else "LiteRT CPU"
+        where = "NNAPI" if self.kind == "nnapi" else "LiteRT CPU"
         n = self.nodes
         span = f"node {n[0]}" if len(n) == 1 else f"{len(n)} nodes {n[0]}..{n[-1]}"
         return f"{where}: {span} ({names(n[0])}{', ...' if len(n) > 1 else ''})"
@@ -117,7 +119,7 @@ class TfliteRunner:
         for op in sg.operators:
             if op.index in partitions:
                 p = partitions[op.index]
-                prepared = prepare(p.model)
+                prepared = prepare(p)
                 self._prepared.append(prepared)
                 self.steps.append(Step("nnapi", p.nodes, p.inputs, p.outputs, (prepared, p)))
             elif op.index in skipped:
@@ -172,12 +174,8 @@ class TfliteRunner:
         return [env[t] for t in self.sg.outputs]
 
     def result_constants(self) -> dict[int, np.ndarray]:
-        """Outputs of folded float16 DEQUANTIZE nodes, for CPU nodes that read them."""
-        out = {}
-        for i in self.result.folded:
-            op = self.sg.operators[i]
-            out[op.outputs[0]] = self.sg.tensors[op.inputs[0]].data.astype(np.float32)
-        return out
+        """Outputs of folded DEQUANTIZE / DENSIFY nodes, for CPU nodes that read them."""
+        return dict(self.result.constants)
 
     def release(self) -> None:
         for p in self._prepared:

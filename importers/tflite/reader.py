@@ -84,6 +84,8 @@ class TfTensor:
     zero_points: np.ndarray | None = None
     quantized_dimension: int = 0
     is_sparse: bool = False
+    #: the sparsity metadata of a sparse constant (``data`` then holds the stored values)
+    sparsity: Any = None
     is_variable: bool = False
 
     @property
@@ -379,7 +381,12 @@ def _read_tensor(
             raise TFLiteFormatError(
                 f"{where}: quantized dimension {rec.quantized_dimension} outside rank {len(shape)}"
             )
-    rec.is_sparse = t.Sparsity() is not None
+    sp = t.Sparsity()
+    rec.is_sparse = sp is not None
+    if sp is not None:
+        from nnhal.importers.tflite.sparsity import read_sparsity
+
+        rec.sparsity = read_sparsity(sp, buf, where)
     b = int(t.Buffer())
     if not 0 <= b < max(len(buffers), 1) and not (b == 0 and not buffers):
         raise TFLiteFormatError(

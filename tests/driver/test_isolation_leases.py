@@ -61,7 +61,10 @@ def tiny_server():
 
 def test_no_lease_runs_out_while_calls_wait_for_a_thread(tiny_server):
     address, state = tiny_server
-    client = connect(address, lease_s=0.2)  # renewed every ~0.07 s, when it can be
+    # a 1 s lease (renewed every ~0.33 s when the client gets to run): well under
+    # the 3 to 6 s its renewals wait behind the slow calls, yet not so short
+    # that a starved client process on a loaded host misses it on its own
+    client = connect(address, lease_s=1.0)
     try:
         fence = control.create_fence(client)
         state.faults.set(parse_toml(SLOW_VERSION))
@@ -73,7 +76,7 @@ def test_no_lease_runs_out_while_calls_wait_for_a_thread(tiny_server):
         ]
         for t in slow:
             t.start()
-        for t in slow:  # 3 s with calls queued for the 5 threads, renewals stuck behind them
+        for t in slow:  # 6 s with calls queued for the 5 threads, renewals stuck behind them
             t.join()
         state.faults.set(None)
         channel.close()

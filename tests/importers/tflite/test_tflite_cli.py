@@ -82,11 +82,8 @@ def test_tflite_command_partial_delegation_runs_cpu_nodes_in_litert(capsys):
         return
     assert rc == 0, captured.err
     doc = json.loads(captured.out)
-    assert [line.split(":")[0] for line in doc["plan"]] == [
-        "NNAPI device",
-        "LiteRT CPU",
-        "NNAPI device",
-    ]
+    assert [e["kind"] for e in doc["plan"]] == ["nnapi", "litert", "nnapi"]
+    assert doc["operators_per_device"] == {"nnapi-reference": 3, "LiteRT CPU": 1}
     assert doc["outputs"][0]["max_rel"] <= 1e-4
 
 

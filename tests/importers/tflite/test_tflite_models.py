@@ -134,26 +134,30 @@ def test_custom_operator_is_listed_without_a_mapping():
     assert [p.nodes for p in result.partitions] == [[0]]
 
 
-def test_custom_operator_runs_in_the_op_package_over_grpc():
-    """Mapped to the example QNN op package's SoftClip, served by a device over gRPC."""
-    from nnhal.driver.device import Device
+def _soft_clip_params():
+    """SoftClip's parameters as the example op package defines them (limit, FLOAT_32)."""
     from nnhal.driver.op_packages.discovery import load_path
-    from nnhal.driver.service import create_server
+    from nnhal.importers.tflite import CustomParam
     from repo_paths import REPO_ROOT
+
+    (pkg,) = load_path(REPO_ROOT / "examples" / "qnn_xml" / "soft_clip.xml")
+    op = pkg.spec.op("SoftClip")
+    params = [CustomParam(t.name, t.datatypes, t.scalar, t.mandatory, t.default) for t in op.params]
+    return pkg, params
+
+
+def _run_soft_clip(model, pkg):
+    from nnhal.driver.device import Device
+    from nnhal.driver.service import create_server
 
     from nnhal.client import connect
 
-    result = import_tflite(model_path("custom_op"), SOFT_CLIP)
-    assert result.complete
-    model = result.partitions[0].model
-    assert [e.name for e in model.extensionNameToPrefix] == ["com.example.soft_clip_package"]
-    pkgs = load_path(REPO_ROOT / "examples" / "qnn_xml" / "soft_clip.xml")
-    server, address = create_server(Device(op_packages=pkgs), "127.0.0.1:0")
+    server, address = create_server(Device(op_packages=[pkg]), "127.0.0.1:0")
     try:
         client = connect(address, timeout=10.0)
         try:
             assert client.getSupportedOperations_1_3(model) == [True, True]
-            ins, want = reference("custom_op")
+            ins, _ = reference("custom_op")
             prepared = client.prepareModel_1_3(model)
             got = prepared.execute(ins).outputs
             prepared.release()
@@ -161,7 +165,34 @@ def test_custom_operator_runs_in_the_op_package_over_grpc():
             client.close()
     finally:
         server.stop(None)
-    assert_matches(got[0], want[0], "custom_op vs TensorFlow's tanh")
+    return got
+
+
+def test_custom_operator_runs_in_the_op_package_with_its_options():
+    """Mapped to the example QNN op package's SoftClip, its custom options {"limit": 2.0}
+    passed as the operation's limit parameter, served by a device over gRPC."""
+    pkg, params = _soft_clip_params()
+    ext, number = SOFT_CLIP["SoftClip"]
+    result = import_tflite(model_path("custom_op"), {"SoftClip": (ext, number, params)})
+    assert result.complete and not result.notes
+    model = result.partitions[0].model
+    assert [e.name for e in model.extensionNameToPrefix] == ["com.example.soft_clip_package"]
+    soft_clip = model.main.operations[1]
+    assert len(soft_clip.inputs) == 2  # x, then the limit parameter
+    got = _run_soft_clip(model, pkg)
+    _, want = reference("custom_op")
+    assert_matches(got[0], want[0], "custom_op (limit 2 from its options) vs TensorFlow")
+
+
+def test_custom_operator_without_a_definition_keeps_the_defaults_with_a_note():
+    pkg, _ = _soft_clip_params()
+    result = import_tflite(model_path("custom_op"), SOFT_CLIP)
+    assert result.complete
+    (note,) = result.notes
+    assert "custom options not passed" in note and "SoftClip" in note
+    got = _run_soft_clip(result.partitions[0].model, pkg)
+    _, want = reference("custom_op")  # made with limit 2: the default limit 1 differs
+    assert not np.allclose(got[0].reshape(want[0].shape), want[0], rtol=1e-4)
 
 
 def test_bad_custom_op_mapping():
@@ -176,10 +207,10 @@ def test_bad_custom_op_mapping():
 class ExecutorPrepared:
     """nnhal's executor, shaped like a prepared model (for the CPU-fallback runner)."""
 
-    def __init__(self, model):
+    def __init__(self, partition):
         from nnhal.driver.executor import compile_model
 
-        self.compiled = compile_model(model)
+        self.compiled = compile_model(partition.model)
 
     def execute(self, feeds, output_shapes=None):
         return type("Result", (), {"outputs": self.compiled.run(feeds)})

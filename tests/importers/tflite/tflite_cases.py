@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from repo_paths import REPO_ROOT
@@ -18,6 +20,9 @@ MODELS = {
     "while_loop": True,
     "lstm": True,
     "lstm_while": False,
+    "sparse_cnn": True,
+    "sparse_block_fc": True,
+    "cnn_large_float16": True,
 }
 
 
@@ -41,3 +46,38 @@ def assert_matches(got: np.ndarray, want: np.ndarray, what: str) -> None:
     else:
         steps = np.abs(got.astype(np.int64) - want.astype(np.int64))
         assert steps.max(initial=0) <= 1, f"{what}: {steps.max()} quantization steps off"
+
+
+def npu_profile(name: str, keep_even: bool) -> dict[str, Any]:
+    """A device faster than the CPU that takes every other NNAPI operation type (by code):
+    two of them, one per parity, split most models between them and the CPU."""
+    from nnhal.types import OperationType
+
+    codes = sorted(int(o) for o in OperationType if o != OperationType.OEM_OPERATION)
+    excluded = [OperationType(c).name for i, c in enumerate(codes) if (i % 2 == 1) == keep_even]
+    return {
+        "name": name,
+        "type": "ACCELERATOR",
+        "exclude_operations": excluded,
+        "capabilities": {"default": {"execTime": 0.5, "powerUsage": 0.5}},
+    }
+
+
+@contextmanager
+def served(*profiles: dict[str, Any]):
+    """One server with a driver Device per profile; yields (address, runtime ClientDevices)."""
+    from nnhal.driver.device import Device
+    from nnhal.driver.profile import parse_profile
+    from nnhal.driver.server import create_server
+    from nnhal.runtime.devices import connect_target
+
+    server, address = create_server([Device(parse_profile(p)) for p in profiles], "127.0.0.1:0")
+    devices = []
+    try:
+        for p in profiles:
+            devices.append(connect_target(f"{address}/{p['name']}"))
+        yield address, devices
+    finally:
+        for d in devices:
+            d.device.close()
+        server.stop(None)
