@@ -27,7 +27,8 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import grpc
@@ -36,13 +37,15 @@ from nnhal.driver.fences import Fence, FencedExecution
 from nnhal.driver.limits import check_model_size, limits_of, message_subgraphs
 from nnhal.driver.memory import drop_frames
 from nnhal.driver.occupancy import ClientQuota, ExecutionSlots
-from nnhal.driver.sessions import SessionTable, session_of
-from nnhal.driver.trace import Trace, brief
+from nnhal.driver.sessions import SessionTable
+from nnhal.driver.trace import Trace
+from nnhal.driver.workers import ExecutionPool
 
 from nnhal import convert as cv
 from nnhal._proto.v1_3 import types_pb2 as tpb
+from nnhal.control import DEVICE_HEADER, SESSION_HEADER
 from nnhal.errors import HalError, InvalidArgument, OutputInsufficientSize, ResourceExhausted
-from nnhal.types import NO_TIMING, ErrorStatus
+from nnhal.types import NO_TIMING, ErrorStatus, Model
 
 log = logging.getLogger("nnhal.driver.service")
 
@@ -206,10 +209,15 @@ class ServiceState:
     """The driver Device and the objects clients have created on it.
 
     ``sessions``: the server's client sessions (shared by its devices); a
-    ServiceState made alone gets its own table."""
+    ServiceState made alone gets its own table. ``pool``: the server's execution
+    workers (``nnhal.driver.workers``), shared by its devices."""
 
-    def __init__(self, device: Any, sessions: SessionTable | None = None) -> None:
+    def __init__(
+        self, device: Any, sessions: SessionTable | None = None, pool: ExecutionPool | None = None
+    ) -> None:
         self.device = device
+        #: the server's execution worker processes (None: executions run in the server)
+        self.pool = pool
         self.sessions = sessions if sessions is not None else SessionTable(self.release_session)
         profile = getattr(device, "profile", None)
         self.faults = FaultSet(getattr(profile, "faults", None))
@@ -287,25 +295,70 @@ def error_reply(reply_cls: Any, status: ErrorStatus, message: str, error: Except
     return reply
 
 
-_SERVICES = {
-    "PreparedModelServicer": "IPreparedModel",
-    "BufferServicer": "IBuffer",
-    "FencedExecutionCallbackServicer": "IFencedExecutionCallback",
-    "SyncFenceServicer": "ISyncFence",
-}
 _UINT64_MAX = (1 << 64) - 1
 
 
-def _trace_name(fn: Callable) -> str:
-    owner = fn.__qualname__.split(".")[0]
-    if owner == "_Burst":
-        return "configureExecutionBurst"
-    if fn.__name__ == "release":
-        return f"{_SERVICES.get(owner, owner)}.release"
-    return fn.__name__
+# ---------------------------------------------------------------------------
+# Calls: the device, session and client of one HAL call
+# ---------------------------------------------------------------------------
 
 
-def _call_model(servicer: Any, state: Any, request: Any) -> Any:
+@dataclass(slots=True)
+class Call:
+    """What a servicer method needs to know about its call, read once from the metadata.
+
+    ``state``: the device the call is for; ``session``: its ``nnhal-session`` (None:
+    none); ``caller``: the client for ownership and quotas (``sessions.client_key``:
+    ``session:ID``, else ``peer:ADDRESS``); ``context``: the gRPC context (None when a
+    servicer is called in-process)."""
+
+    state: ServiceState
+    context: grpc.ServicerContext | None
+    session: str | None
+    caller: str
+
+
+class Devices:
+    """The devices of one server by name; ``call`` resolves the one a call names
+    (``nnhal-device``; none: the first), or aborts it with gRPC NOT_FOUND."""
+
+    def __init__(self, states: Mapping[str, ServiceState]) -> None:
+        if not states:
+            raise ValueError("no device to serve")
+        self.states = dict(states)
+        self.default = next(iter(self.states))
+
+    def call(self, context: grpc.ServicerContext | None) -> Call:
+        name, session = self.default, None
+        if context is None:
+            return Call(self.states[name], None, None, "peer:unknown")
+        found_session = False
+        for key, value in context.invocation_metadata() or ():
+            if key == DEVICE_HEADER:
+                name = value  # the last one counts
+            elif key == SESSION_HEADER and not found_session:
+                session, found_session = value or None, True  # the first one counts
+        state = self.states.get(name)
+        if state is None:
+            # a transport-level "no such service", as the Android service manager answers
+            # for a missing instance (raises: grpc ends the call)
+            context.abort(
+                grpc.StatusCode.NOT_FOUND,
+                f"no device {name!r} on this server (devices: {', '.join(self.states)})",
+            )
+        if session is not None:
+            caller = f"session:{session}"
+        else:
+            caller = f"peer:{context.peer() or 'unknown'}"
+        return Call(state, context, session, caller)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------
+# Fault injection, model size, trace: around every HAL method
+# ---------------------------------------------------------------------------
+
+
+def _call_model(servicer: Any, state: ServiceState, request: Any) -> Model | None:
     """The nnhal Model a call is about (prepared model of an execution), or None."""
     prepared = getattr(servicer, "prepared", None)  # a burst stream, once bound
     key = getattr(request, "preparedModel", 0) if hasattr(request, "preparedModel") else 0
@@ -314,7 +367,7 @@ def _call_model(servicer: Any, state: Any, request: Any) -> Any:
     return getattr(prepared, "model", None)
 
 
-def _operations(servicer: Any, state: Any, request: Any) -> Any:
+def _operations(servicer: Any, state: ServiceState, request: Any) -> Any:
     if hasattr(request, "model") and request.HasField("model"):
         msg = request.model
         subgraphs = [msg.main, *msg.referenced] if hasattr(msg, "main") else [msg]
@@ -328,11 +381,9 @@ def _operations(servicer: Any, state: Any, request: Any) -> Any:
     return None if model is None else model_operations(model)
 
 
-def _inject(servicer: Any, state: Any, method: str, request: Any) -> tuple[Any, float]:
+def _inject(servicer: Any, state: ServiceState, method: str, request: Any) -> tuple[Any, float]:
     """Apply the device's faults to this call: (injected error or None, latency µs)."""
     faults = state.faults
-    if not faults.rules and not faults.offline:
-        return None, 0.0
     ops = _operations(servicer, state, request) if faults.rules else None
     error, latency_us = faults.check(method, ops, state.device.getCapabilities_1_3())
     if latency_us:
@@ -354,71 +405,105 @@ def _add_latency(reply: Any, latency_us: float) -> None:
     timing.timeInDriver += int(latency_us)
 
 
-def hal_method(reply_cls: Any, *, v1_0: bool = False) -> Callable:
-    """Turn exceptions raised by a servicer method into a reply with a HAL status; apply
-    the device's injected faults and latency first, and record the call in its trace."""
+#: A servicer method's body: (servicer, call, request message) -> reply message.
+Body = Callable[[Any, Any, Any], Any]
 
-    def decorate(fn: Callable) -> Callable:
-        name = _trace_name(fn)
 
-        @functools.wraps(fn)
-        def wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
-            state = getattr(self, "state", None)
-            sessions = getattr(state, "sessions", None)
-            if sessions is None or context is None:
-                return served(self, state, request, context)
+@dataclass(frozen=True, slots=True)
+class HalMethod:
+    """How the HAL wraps one servicer method body (``hal_method``): its reply type, its
+    name in the trace and fault rules, whether the reply is typed ``V1_0::ErrorStatus``,
+    and whether its request carries a model (checked against the size limits first)."""
+
+    body: Body
+    reply: Any
+    name: str
+    v1_0: bool
+    model: bool
+
+    def __call__(self, servicer: Any, call: Call | None, request: Any) -> Any:
+        """The reply to ``request``: never raises (a HalError is its status)."""
+        if call is not None and call.session is not None:
             # the client is being served: its lease cannot run out meanwhile
-            with sessions.in_call(session_of(context)):
-                return served(self, state, request, context)
+            with call.state.sessions.in_call(call.session):
+                return self._served(servicer, call, request)
+        return self._served(servicer, call, request)
 
-        def served(self: Any, state: Any, request: Any, context: Any) -> Any:
-            started, t0 = time.time(), time.perf_counter()
-            injected, latency_us, reply = None, 0.0, None
-            try:
-                if state is not None:
-                    error, latency_us = _inject(self, state, name, request)
+    def _served(self, servicer: Any, call: Call | None, request: Any) -> Any:
+        state = None if call is None else call.state
+        started, t0 = time.time(), time.perf_counter()
+        injected, latency_us, reply = None, 0.0, None
+        try:
+            if state is not None:
+                faults = state.faults
+                if faults.rules or faults.offline:
+                    error, latency_us = _inject(servicer, state, self.name, request)
                     if error is not None:
                         injected = getattr(error, "rule", "offline")
                         raise error
-                    if hasattr(request, "model") and request.HasField("model"):
-                        # before decoding: a huge model must not be built in memory first
-                        check_model_size(state.limits, message_subgraphs(request.model))
-                reply = fn(self, request, context)
+                if self.model and request.HasField("model"):
+                    # the one model-size check of a call: before decoding, so that a huge
+                    # model is not built in memory first (the device is told it was done)
+                    check_model_size(state.limits, message_subgraphs(request.model))
+            reply = self.body(servicer, call, request)
+            if latency_us:
                 _add_latency(reply, latency_us)
-            except HalError as exc:
-                status, message = ErrorStatus(exc.status), exc.message or str(exc)
-                error: Exception = exc
-            except MemoryError as exc:
-                status = ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT
-                message = f"{fn.__name__}: out of memory: {exc}"
-                error = ResourceExhausted(message, transient=True)
-            except Exception as exc:  # a bug: report it, keep serving
-                log.exception("%s failed", fn.__name__)
-                status = ErrorStatus.GENERAL_FAILURE
-                message = f"{fn.__name__}: internal error: {type(exc).__name__}: {exc}"
-                error = exc
-            if reply is None:
-                if v1_0:
-                    status, message = downgrade(status, message)
-                reply = error_reply(reply_cls, status, message, error)
-                # the error, its traceback and this frame form a cycle that would hold
-                # the failed call's tensors until the cyclic collector runs: break it now
-                drop_frames(error)
-                error.__traceback__ = None
-                del error
-            if state is not None:
-                state.trace.record(
-                    name,
-                    brief(request),
-                    started,
-                    (time.perf_counter() - t0) * 1000,
-                    getattr(reply, "status", 0),
-                    getattr(reply, "message", ""),
-                    injected,
-                    latency_us,
-                )
-            return reply
+        except HalError as exc:
+            status, message = ErrorStatus(exc.status), exc.message or str(exc)
+            error: Exception = exc
+        except MemoryError as exc:
+            status = ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT
+            message = f"{self.body.__name__}: out of memory: {exc}"
+            error = ResourceExhausted(message, transient=True)
+        except Exception as exc:  # a bug: report it, keep serving
+            log.exception("%s failed", self.body.__name__)
+            status = ErrorStatus.GENERAL_FAILURE
+            message = f"{self.body.__name__}: internal error: {type(exc).__name__}: {exc}"
+            error = exc
+        if reply is None:
+            if self.v1_0:
+                status, message = downgrade(status, message)
+            reply = error_reply(self.reply, status, message, error)
+            # the error, its traceback and this frame form a cycle that would hold
+            # the failed call's tensors until the cyclic collector runs: break it now
+            drop_frames(error)
+            error.__traceback__ = None
+            del error
+        if state is not None:
+            state.trace.record(
+                self.name,
+                request,
+                started,
+                (time.perf_counter() - t0) * 1000,
+                reply.status,
+                reply.message,
+                injected,
+                latency_us,
+            )
+        return reply
 
-        return wrapper
+
+def hal_method(
+    reply_cls: Any, *, v1_0: bool = False, name: str | None = None, model: bool = False
+) -> Callable[[Body], Callable[[Any, Any, grpc.ServicerContext], Any]]:
+    """Make a servicer method body ``(self, call, request) -> reply`` the gRPC method
+    ``(self, request, context) -> reply``: the call's device and client resolved once
+    (``self.devices``, a ``Devices``), the device's injected faults and latency applied
+    first, exceptions turned into a reply with a HAL status, the call recorded in the
+    device's trace. ``name``: the method's name in the trace and in fault rules (default:
+    the function's); ``v1_0``: the reply is typed ``V1_0::ErrorStatus``; ``model``: the
+    request carries a model, checked against the size limits before it is decoded. The
+    body itself stays reachable as ``.hal`` (another method may answer with it)."""
+
+    def decorate(fn: Body) -> Callable[[Any, Any, grpc.ServicerContext], Any]:
+        method = HalMethod(fn, reply_cls, name or fn.__name__, v1_0, model)
+
+        @functools.wraps(fn)
+        def grpc_method(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
+            devices = getattr(self, "devices", None)
+            return method(self, None if devices is None else devices.call(context), request)
+
+        grpc_method.hal = method  # type: ignore[attr-defined]
+        return grpc_method
 
     return decorate

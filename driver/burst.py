@@ -21,9 +21,9 @@ from collections.abc import Callable
 from typing import Any
 
 from nnhal.driver.memory import attach_shared_memory
+from nnhal.driver.request_layouts import decode_request
 
 from nnhal import convert as cv
-from nnhal import convert_legacy as legacy
 from nnhal._proto.v1_3 import prepared_model_pb2 as ppb
 from nnhal._proto.v1_3 import types_pb2 as tpb
 from nnhal.errors import InvalidArgument
@@ -81,7 +81,7 @@ class BurstSession:
             self._add(slot, memory)
         if not message.HasField("request"):
             return ppb.ExecuteReply(status=ErrorStatus.NONE, timing=cv.timing_to_pb(NO_TIMING))
-        request = legacy.request_from_v1_0_pb(message.request)
+        request, layout = decode_request(self.prepared, message.request, v1_0=True)
         premapped: dict[int, memoryview] = {}
         if slots.poolSlots:
             if len(slots.poolSlots) != len(request.pools):
@@ -112,6 +112,7 @@ class BurstSession:
             premapped=premapped or None,
             cancel=self.cancel,
             caller=self.caller,
+            layout=layout,
         )
 
     def close(self) -> None:

@@ -59,18 +59,18 @@ import logging
 import os
 import secrets
 import struct
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from nnhal.driver.cache_paths import confine, create_cache_file, read_cache_file
+from nnhal.driver.deadlines import deadline_passed
 from nnhal.driver.limits import limits_of
 
 from nnhal import convert as cv
 from nnhal._proto.v1_3 import types_pb2 as tpb
 from nnhal.errors import GeneralFailure, HalError, InvalidArgument, MissedDeadline
-from nnhal.types import TIME_POINT_MAX_NS, InlineMemory, Model
+from nnhal.types import InlineMemory, Model
 
 log = logging.getLogger("nnhal.driver.cache")
 
@@ -297,11 +297,7 @@ class CompilationCache:
                     f"prepareModelFromCache_1_3: cannot read the {what} {path}: {exc}"
                 ) from None
         header, body, data = self._verify(device, contents[0], contents[1], token, paths)
-        if (
-            deadline_ns is not None
-            and deadline_ns < TIME_POINT_MAX_NS
-            and time.monotonic_ns() >= deadline_ns
-        ):
+        if deadline_passed(deadline_ns):
             raise MissedDeadline(
                 "prepareModelFromCache_1_3: the deadline had passed", transient=False
             )

@@ -26,13 +26,13 @@ unsupported; prepare refuses), and the executor checks tensor sizes at run time.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 import numpy as np
 from nnhal.driver.backends import Backend, OpQuery
 from nnhal.driver.backends.reference import ReferenceBackend
 from nnhal.driver.cache import CompilationCache
+from nnhal.driver.deadlines import deadline_passed
 from nnhal.driver.executor import compile_model
 from nnhal.driver.executor.operands import map_model_pools, operand_info
 from nnhal.driver.extensions import ExtensionSet, compiling, extension_query
@@ -55,7 +55,6 @@ from nnhal.driver.support_rules import SupportPipeline, device_rules
 from nnhal.errors import GeneralFailure, HalError, InvalidArgument, MissedDeadline
 from nnhal.types import (
     OPERAND_TYPE_INFO,
-    TIME_POINT_MAX_NS,
     Capabilities,
     DeviceStatus,
     DeviceType,
@@ -91,13 +90,6 @@ def operation_version(code: int) -> HalVersion:
     if code <= OperationType.RESIZE_NEAREST_NEIGHBOR:
         return HalVersion.V1_2
     return HalVersion.V1_3
-
-
-def deadline_passed(deadline_ns: int | None, now_ns: int | None = None) -> bool:
-    """True when an absolute monotonic deadline is already behind us."""
-    if deadline_ns is None or deadline_ns >= TIME_POINT_MAX_NS:
-        return False
-    return (time.monotonic_ns() if now_ns is None else now_ns) >= deadline_ns
 
 
 class ModelAnalysis:
@@ -334,9 +326,15 @@ class Device:
 
     # -- models ---------------------------------------------------------
 
-    def analyze(self, model: Model, version: HalVersion = HalVersion.V1_3) -> ModelAnalysis:
-        """Validate ``model`` as a HAL ``version`` model (raises InvalidArgument)."""
-        check_model_size(self.limits, model_subgraphs(model))
+    def analyze(
+        self, model: Model, version: HalVersion = HalVersion.V1_3, *, size_checked: bool = False
+    ) -> ModelAnalysis:
+        """Validate ``model`` as a HAL ``version`` model (raises InvalidArgument).
+
+        ``size_checked``: the caller has checked the model's counts against the size limits
+        already (the service does, on the message, before decoding it)."""
+        if not size_checked:
+            check_model_size(self.limits, model_subgraphs(model))
         analysis = ModelAnalysis(model, version)
         if self.extensions:
             analysis.extensions = self.extensions.for_model(model)
@@ -344,16 +342,18 @@ class Device:
         return analysis
 
     def explainSupportedOperations(
-        self, model: Model, *, version: HalVersion = HalVersion.V1_3
+        self, model: Model, *, version: HalVersion = HalVersion.V1_3, size_checked: bool = False
     ) -> tuple[list[bool], dict[int, str]]:
         """getSupportedOperations_1_3 plus a reason for every unsupported main operation."""
-        analysis = self.analyze(model, version)
+        analysis = self.analyze(model, version, size_checked=size_checked)
         return self._explain(analysis)
 
     def getSupportedOperations_1_3(
-        self, model: Model, *, version: HalVersion = HalVersion.V1_3
+        self, model: Model, *, version: HalVersion = HalVersion.V1_3, size_checked: bool = False
     ) -> list[bool]:
-        return self.explainSupportedOperations(model, version=version)[0]
+        return self.explainSupportedOperations(
+            model, version=version, size_checked=size_checked
+        )[0]
 
     def _explain(self, analysis: ModelAnalysis) -> tuple[list[bool], dict[int, str]]:
         def name_of(code: int) -> str:
@@ -385,15 +385,17 @@ class Device:
         modelCache: Any = (),
         dataCache: Any = (),
         token: bytes = b"",
+        size_checked: bool = False,
     ) -> PreparedModel:
         """Validate, check support, then compile; raises a HalError on failure.
 
         Order as in the sample driver: arguments, model, support, then the
         deadline (a deadline already past is MISSED_DEADLINE_PERSISTENT).
+        ``size_checked``: as ``analyze``.
         """
         validate_execution_preference(preference)
         validate_priority(priority)
-        analysis = self.analyze(model, version)
+        analysis = self.analyze(model, version, size_checked=size_checked)
         check_nesting(model, self.limits)  # INVALID_ARGUMENT: the executor cannot run it
         check_declared_tensors(model, self.limits)  # RESOURCE_EXHAUSTED_PERSISTENT
         supported, reasons = self._explain(analysis)

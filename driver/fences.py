@@ -23,9 +23,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from nnhal.driver.deadlines import deadline_or_none
+
 from nnhal import convert as cv
 from nnhal.errors import GeneralFailure, HalError, MissedDeadline
-from nnhal.types import NO_TIMING, TIME_POINT_MAX_NS, ErrorStatus, Timing
+from nnhal.types import NO_TIMING, ErrorStatus, Timing
 
 ACTIVE, SIGNALED, ERROR = 0, 1, 2  # FenceState numbers
 
@@ -72,8 +74,7 @@ class FencedExecution:
 
 
 def _deadline(deadline_ns: int | None, duration_ns: int | None, start_ns: int) -> int | None:
-    if deadline_ns is not None and deadline_ns >= TIME_POINT_MAX_NS:
-        deadline_ns = None
+    deadline_ns = deadline_or_none(deadline_ns)
     if duration_ns is not None:  # counted from the moment every waitFor fence has signalled
         limit = start_ns + duration_ns
         deadline_ns = limit if deadline_ns is None else min(deadline_ns, limit)

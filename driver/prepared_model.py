@@ -3,9 +3,10 @@
 ``PreparedModel.execute`` is the body shared by every execution path (sync,
 async, fenced, burst: the service decides how to call it):
 
-1. ``validate_request``; a deadline already past on arrival is
-   MISSED_DEADLINE_PERSISTENT; ``loopTimeoutDuration`` defaults to 2 s and is
-   clamped to the HAL maximum of 15 s (with a warning);
+1. ``validate_request`` (unless the caller did); a deadline already past on
+   arrival is MISSED_DEADLINE_PERSISTENT; ``loopTimeoutDuration`` defaults to 2 s
+   and is clamped to the HAL maximum of 15 s (with a warning): the rules of
+   ``nnhal.driver.deadlines``, applied here once per execution;
 2. inputs are read from the request pools as numpy views (no copy; marked
    read-only because the driver must not modify input memory);
 3. the compiled model runs (it checks the deadline and the loop timeout);
@@ -26,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from nnhal.driver.deadlines import deadline_or_none, effective_loop_timeout
 from nnhal.driver.executor.model import Cancel
 from nnhal.driver.limits import out_of_memory, tensor_reason
 
@@ -38,11 +40,8 @@ from nnhal.errors import (
     ResourceExhausted,
 )
 from nnhal.types import (
-    LOOP_TIMEOUT_DEFAULT_NS,
-    LOOP_TIMEOUT_MAXIMUM_NS,
     NO_TIMING,
     OPERAND_TYPE_INFO,
-    TIME_POINT_MAX_NS,
     ExecutionPreference,
     Model,
     Operand,
@@ -93,24 +92,6 @@ class _IoSpec:
         return f"{kind} {self.position} (operand {self.operand}, {type_name(self.type)})"
 
 
-def effective_loop_timeout(loop_timeout_ns: int | None) -> int:
-    """loopTimeoutDuration: None -> 2 s; above 15 s -> 15 s (logged)."""
-    if loop_timeout_ns is None:
-        return LOOP_TIMEOUT_DEFAULT_NS
-    if loop_timeout_ns < 0:
-        raise InvalidArgument(f"loopTimeoutDuration {loop_timeout_ns} ns is negative")
-    if loop_timeout_ns > LOOP_TIMEOUT_MAXIMUM_NS:
-        # The HAL leaves this case to the driver; the runtime clamps before calling
-        # the HAL, and so do we rather than reject a request the runtime would accept.
-        log.warning(
-            "loopTimeoutDuration %d ns exceeds the HAL maximum %d ns (15 s); using the maximum",
-            loop_timeout_ns,
-            LOOP_TIMEOUT_MAXIMUM_NS,
-        )
-        return LOOP_TIMEOUT_MAXIMUM_NS
-    return loop_timeout_ns
-
-
 class PreparedModel:
     """A compiled model ready for executions."""
 
@@ -137,6 +118,9 @@ class PreparedModel:
             _IoSpec.of(i, k, main.operands[k]) for i, k in enumerate(main.outputIndexes)
         )
         self._needs_value = _inputs_needing_a_value(main)
+        #: the service's memo of request layouts seen and accepted
+        #: (``nnhal.driver.request_layouts``)
+        self.request_layouts: dict = {}
 
     def execute(
         self,
@@ -148,14 +132,20 @@ class PreparedModel:
         loop_timeout_ns: int | None = None,
         allow_unspecified_output: bool = True,
         cancel: Cancel | None = None,
+        validated: bool = False,
     ) -> tuple[tuple[OutputShape, ...], Timing]:
         """Run one request; raises a HalError (OutputInsufficientSize carries the shapes).
 
-        ``cancel``: lets another thread stop the run (``nnhal.driver.executor.model.Cancel``)."""
+        ``cancel``: lets another thread stop the run (``nnhal.driver.executor.model.Cancel``).
+        ``validated``: the caller has validated ``request`` against this model already
+        (``validate_request``, as here otherwise). The deadline and loop timeout are
+        normalised here (``nnhal.driver.deadlines``), once per execution."""
         entered = time.monotonic_ns()
-        validate_request(request, self.model, allow_unspecified_output=allow_unspecified_output)
-        if deadline_ns is not None and deadline_ns >= TIME_POINT_MAX_NS:
-            deadline_ns = None  # "UNLIMITED"
+        if not validated:
+            validate_request(
+                request, self.model, allow_unspecified_output=allow_unspecified_output
+            )
+        deadline_ns = deadline_or_none(deadline_ns)
         if deadline_ns is not None and entered >= deadline_ns:
             raise MissedDeadline("execute: the deadline had passed on arrival", transient=False)
         loop_timeout = effective_loop_timeout(loop_timeout_ns)
@@ -262,9 +252,9 @@ class PreparedModel:
                     f"{spec.label('output')}: the executor produced {array.dtype} data; "
                     f"expected {spec.dtype}"
                 )
-            shape = tuple(int(d) for d in array.shape)
+            shape = array.shape  # a tuple of ints
             for source, dims in (("model", spec.dims), ("request", tuple(arg.dimensions))):
-                if dims and combine_dimensions(dims, shape) is None:
+                if dims and dims != shape and combine_dimensions(dims, shape) is None:
                     raise GeneralFailure(
                         f"{spec.label('output')}: computed dimensions {list(shape)} are not "
                         f"compatible with the {source}'s dimensions {list(dims)}"
@@ -319,7 +309,14 @@ def _write(
             f"{spec.label('output')}: bytes {loc.offset}..{loc.offset + need} are outside "
             f"pool {loc.poolIndex} ({view.nbytes} bytes)"
         )
-    target = np.frombuffer(view, dtype=np.uint8, count=need, offset=loc.offset)
-    if not target.flags.writeable:
+    if view.readonly:
         raise GeneralFailure(f"{spec.label('output')}: pool {loc.poolIndex} is read-only")
-    target[...] = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+    source = array if array.flags.c_contiguous else np.ascontiguousarray(array)
+    if view.format == "B" and view.ndim == 1:  # the pools' views: bytes, one copy
+        try:
+            view[loc.offset : loc.offset + need] = memoryview(source).cast("B")
+            return
+        except (TypeError, ValueError, NotImplementedError):
+            pass  # a dtype the buffer protocol cannot describe: through numpy
+    target = np.frombuffer(view, dtype=np.uint8, count=need, offset=loc.offset)
+    target[...] = source.reshape(-1).view(np.uint8)

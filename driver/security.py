@@ -277,6 +277,7 @@ class Guard:
         self.interceptors = [self.calls]
         self.health: Any = None
         self.streams: Any = None  # the server's StreamGate (driver/streams.py)
+        self.on_stopped: list[Callable[[], object]] = []  # called once the server has stopped
         self.states = states
         self._confine_caches(states)
 
@@ -345,7 +346,19 @@ class GuardedServer(grpc.Server):
     def stop(self, grace: float | None) -> threading.Event:
         if self.guard.health is not None:
             self.guard.health.shutdown()
-        return self._server.stop(grace)
+        stopped = self._server.stop(grace)
+        if self.guard.on_stopped:
+            # what runs beside the server (execution workers) ends once the calls have
+            hooks = list(self.guard.on_stopped)
+            self.guard.on_stopped.clear()
+
+            def after() -> None:
+                stopped.wait()
+                for hook in hooks:
+                    hook()
+
+            threading.Thread(target=after, name="nnhal-stop", daemon=True).start()
+        return stopped
 
     def start(self) -> None:
         self._server.start()

@@ -1,11 +1,11 @@
 """The gRPC server: one or several devices behind the HAL services, and INnhalControl.
 
-Each device gets its own ``ServiceState`` (object registries, faults, trace)
-and its own servicer instances. A HAL call is routed by the gRPC metadata
-key ``nnhal-device`` (the device name); without it, to the first device. A
-name that no device has aborts the call with gRPC NOT_FOUND (a transport-level
-"no such service", as asking the Android service manager for a missing
-instance). ``INnhalControl`` (control.proto) lists the devices and changes
+Each device gets its own ``ServiceState`` (object registries, faults, trace);
+one servicer per HAL service serves them all, each call resolving its device
+once (``_service_support.Devices.call``) from the gRPC metadata key
+``nnhal-device`` (the device name); without it, the first device. A name that
+no device has aborts the call with gRPC NOT_FOUND (a transport-level "no such
+service", as asking the Android service manager for a missing instance). ``INnhalControl`` (control.proto) lists the devices and changes
 their faults, offline state and trace, and keeps client sessions alive
 (``nnhal.driver.sessions``: one table for the server, whose expiry releases the
 session's objects on every device).
@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import grpc
-from nnhal.driver._service_support import ServiceState
+from grpc_reflection.v1alpha import reflection as reflection_service
+from nnhal.driver._service_support import Devices, ServiceState
 from nnhal.driver.faults import parse_toml
 from nnhal.driver.limits import grpc_options
 from nnhal.driver.security import Guard
@@ -37,49 +38,31 @@ from nnhal.driver.service import (
 )
 from nnhal.driver.sessions import SessionTable
 from nnhal.driver.streams import CONNECTION_OPTIONS, StreamGate, StreamLimits
+from nnhal.driver.workers import ExecutionPool
 
 from nnhal import DEFAULT_ADDRESS
 from nnhal._proto.v1_3 import control_pb2 as cpb
 from nnhal._proto.v1_3 import control_pb2_grpc as cgrpc
+from nnhal._proto.v1_3 import device_pb2 as dpb
 from nnhal._proto.v1_3 import device_pb2_grpc as dgrpc
+from nnhal._proto.v1_3 import prepared_model_pb2 as ppb
 from nnhal._proto.v1_3 import prepared_model_pb2_grpc as pgrpc
 from nnhal.errors import HalError
 from nnhal.types import ErrorStatus
 
 log = logging.getLogger("nnhal.driver.service")
 
-DEVICE_HEADER = "nnhal-device"
-
-
-class _Router:
-    """Forwards every RPC of one service to the named device's servicer."""
-
-    def __init__(self, servicers: dict[str, Any], default: str) -> None:
-        self._servicers = servicers
-        self._default = default
-
-    def _pick(self, context: grpc.ServicerContext) -> Any:
-        name = self._default
-        for key, value in context.invocation_metadata() or ():
-            if key == DEVICE_HEADER:
-                name = value
-        servicer = self._servicers.get(name)
-        if servicer is None:
-            context.abort(
-                grpc.StatusCode.NOT_FOUND,
-                f"no device {name!r} on this server (devices: {', '.join(self._servicers)})",
-            )
-        return servicer
-
-    def __getattr__(self, method: str) -> Callable:
-        if method.startswith("_"):
-            raise AttributeError(method)
-
-        def call(request: Any, context: grpc.ServicerContext) -> Any:
-            return getattr(self._pick(context), method)(request, context)
-
-        return call
-
+#: The services a server answers, as server reflection lists them.
+SERVICE_NAMES: tuple[str, ...] = (
+    dpb.DESCRIPTOR.services_by_name["IDevice"].full_name,
+    ppb.DESCRIPTOR.services_by_name["IPreparedModel"].full_name,
+    ppb.DESCRIPTOR.services_by_name["IBuffer"].full_name,
+    ppb.DESCRIPTOR.services_by_name["IFencedExecutionCallback"].full_name,
+    ppb.DESCRIPTOR.services_by_name["ISyncFence"].full_name,
+    cpb.DESCRIPTOR.services_by_name["INnhalControl"].full_name,
+    "grpc.health.v1.Health",
+    reflection_service.SERVICE_NAME,
+)
 
 class ControlServicer(cgrpc.INnhalControlServicer):
     def __init__(self, states: dict[str, ServiceState], sessions: SessionTable) -> None:
@@ -94,13 +77,15 @@ class ControlServicer(cgrpc.INnhalControlServicer):
             raise HalError(f"no device {name!r} (devices: {', '.join(self.states)})")
         return state
 
-    def _reply(self, fn: Callable[[], str]) -> Any:
+    def _reply(self, fn: Callable[[], str]) -> cpb.ControlReply:
         try:
             return cpb.ControlReply(status=ErrorStatus.NONE, json=fn())
         except HalError as exc:
             return cpb.ControlReply(status=ErrorStatus.INVALID_ARGUMENT, message=exc.message)
 
-    def listDevices(self, request: Any, context: Any) -> Any:
+    def listDevices(
+        self, request: cpb.ListDevicesRequest, context: grpc.ServicerContext
+    ) -> cpb.ListDevicesReply:
         devices = []
         for state in self.states.values():
             d = state.device
@@ -116,7 +101,9 @@ class ControlServicer(cgrpc.INnhalControlServicer):
             )
         return cpb.ListDevicesReply(devices=devices)
 
-    def setFaults(self, request: Any, context: Any) -> Any:
+    def setFaults(
+        self, request: cpb.SetFaultsRequest, context: grpc.ServicerContext
+    ) -> cpb.ControlReply:
         def run() -> str:
             state = self._state(request.device)
             state.faults.set(parse_toml(request.toml) if request.toml.strip() else None)
@@ -125,7 +112,9 @@ class ControlServicer(cgrpc.INnhalControlServicer):
 
         return self._reply(run)
 
-    def setOffline(self, request: Any, context: Any) -> Any:
+    def setOffline(
+        self, request: cpb.SetOfflineRequest, context: grpc.ServicerContext
+    ) -> cpb.ControlReply:
         def run() -> str:
             state = self._state(request.device)
             state.faults.offline = bool(request.offline)
@@ -136,19 +125,25 @@ class ControlServicer(cgrpc.INnhalControlServicer):
 
         return self._reply(run)
 
-    def getTrace(self, request: Any, context: Any) -> Any:
+    def getTrace(
+        self, request: cpb.GetTraceRequest, context: grpc.ServicerContext
+    ) -> cpb.ControlReply:
         return self._reply(
             lambda: json.dumps(self._state(request.device).trace.entries(clear=request.clear))
         )
 
-    def keepAlive(self, request: Any, context: Any) -> Any:
+    def keepAlive(
+        self, request: cpb.KeepAliveRequest, context: grpc.ServicerContext
+    ) -> cpb.KeepAliveReply:
         try:
             granted = self.sessions.keep_alive(request.session, request.leaseMillis)
         except HalError as exc:
             return cpb.KeepAliveReply(status=ErrorStatus.INVALID_ARGUMENT, message=exc.message)
         return cpb.KeepAliveReply(status=ErrorStatus.NONE, leaseMillis=granted)
 
-    def endSession(self, request: Any, context: Any) -> Any:
+    def endSession(
+        self, request: cpb.EndSessionRequest, context: grpc.ServicerContext
+    ) -> cpb.ControlReply:
         def run() -> str:
             if not request.session:
                 raise HalError("endSession: empty session id")
@@ -156,7 +151,9 @@ class ControlServicer(cgrpc.INnhalControlServicer):
 
         return self._reply(run)
 
-    def getResourceUsage(self, request: Any, context: Any) -> Any:
+    def getResourceUsage(
+        self, request: cpb.ResourceUsageRequest, context: grpc.ServicerContext
+    ) -> cpb.ControlReply:
         from nnhal.driver.resources import (
             resource_usage,  # stress / leak checks (driver/resources.py)
         )
@@ -219,6 +216,9 @@ def create_server(
     *,
     security: Any = None,
     streams: StreamLimits | None = None,
+    reflection: bool = True,
+    execution_workers: int = 0,
+    worker_threads: int = 1,
 ) -> tuple[grpc.Server, str]:
     """Start a gRPC server for one device or a sequence of devices (names must differ);
     returns it and the "host:port" actually bound.
@@ -226,9 +226,15 @@ def create_server(
     ``max_workers``: threads kept for unary calls; open streams (bursts, health
     watches) have threads of their own within ``streams`` (``nnhal.driver.streams``),
     so no number of open streams delays a unary call.
+    ``execution_workers``: run executions in that many worker processes (each with
+    ``worker_threads`` BLAS threads), so that executions of different clients use every
+    core (``nnhal.driver.workers``; 0: in this process, the lowest single-client latency).
     ``security``: a ``nnhal.driver.security.ServerSecurity`` (TLS, tokens, ...); without TLS
     an address that is not loopback is refused (ValueError) unless it allows insecure.
-    The server also serves grpc.health.v1.Health (``nnhal.driver.health``).
+    The server also serves grpc.health.v1.Health (``nnhal.driver.health``) and, unless
+    ``reflection`` is False, gRPC server reflection (grpc.reflection.v1alpha, grpcio-reflection:
+    grpcurl, grpc_cli or Postman list and call the services without the .proto files; with
+    bearer tokens, reflection calls need one too).
     """
     devices = list(devices) if isinstance(devices, Sequence) else [devices]
     if not devices:
@@ -240,15 +246,18 @@ def create_server(
 
     pool_probe: list[Callable[[], bool]] = []
     sessions = SessionTable(release_session, backlog=lambda: any(p() for p in pool_probe))
-    for device in devices:
-        name = getattr(device, "name", str(device))
-        if name in states:
-            raise ValueError(f"two devices are named {name!r}; device names must differ")
+    names = [getattr(device, "name", str(device)) for device in devices]
+    duplicate = next((name for name in names if names.count(name) > 1), None)
+    if duplicate is not None:
+        raise ValueError(f"two devices are named {duplicate!r}; device names must differ")
+    workers = (
+        ExecutionPool(execution_workers, threads=worker_threads) if execution_workers else None
+    )
+    for device, name in zip(devices, names):
         try:
-            states[name] = ServiceState(device, sessions)
+            states[name] = ServiceState(device, sessions, workers)
         except HalError as exc:  # a bad [faults] table
             raise ValueError(f"device {name!r}: {exc.message}") from None
-    default = next(iter(states))
     host, port = _split_address(address)
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
@@ -269,24 +278,28 @@ def create_server(
         interceptors=[*guard.interceptors, gate],
     )
     guard.streams = gate
-    for add, cls in (
-        (dgrpc.add_IDeviceServicer_to_server, DeviceServicer),
-        (pgrpc.add_IPreparedModelServicer_to_server, PreparedModelServicer),
-        (pgrpc.add_IBufferServicer_to_server, BufferServicer),
-        (pgrpc.add_IFencedExecutionCallbackServicer_to_server, FencedExecutionCallbackServicer),
-        (pgrpc.add_ISyncFenceServicer_to_server, SyncFenceServicer),
-    ):
-        servicers = {name: cls(state) for name, state in states.items()}
-        # routed with one device too: a call naming a device the server lacks must fail
-        add(_Router(servicers, default), server)
+    # one servicer per service for all devices: each call names its device (Devices.call;
+    # with one device too, a call naming a device the server lacks must fail)
+    table = Devices(states)
+    dgrpc.add_IDeviceServicer_to_server(DeviceServicer(table), server)
+    pgrpc.add_IPreparedModelServicer_to_server(PreparedModelServicer(table), server)
+    pgrpc.add_IBufferServicer_to_server(BufferServicer(table), server)
+    pgrpc.add_IFencedExecutionCallbackServicer_to_server(
+        FencedExecutionCallbackServicer(table), server
+    )
+    pgrpc.add_ISyncFenceServicer_to_server(SyncFenceServicer(table), server)
     cgrpc.add_INnhalControlServicer_to_server(ControlServicer(states, sessions), server)
     guard.add_services(server)
+    if reflection:
+        reflection_service.enable_server_reflection(SERVICE_NAMES, server)
     try:
         bound = guard.add_port(server, f"{host}:{port}")
     except RuntimeError as exc:
         raise OSError(f"cannot listen on {host}:{port}: {_why_busy(port) or exc}") from exc
     if bound == 0:
         raise OSError(f"cannot listen on {host}:{port}: {_why_busy(port) or 'the bind failed'}")
+    if workers is not None:
+        guard.on_stopped.append(workers.close)
     server.start()
     log.info("nnhal driver %s listening on %s:%d", ", ".join(states), host, bound)
     return guard.wrap(server), f"{host}:{bound}"
@@ -309,15 +322,16 @@ def serve_forever(
     on_ready: Callable[[str], None] | None = None,
     security: Any = None,
     streams: StreamLimits | None = None,
+    reflection: bool = True,
 ) -> None:
-    """Serve until SIGINT or SIGTERM, then stop cleanly.
+    """Serve until SIGINT or SIGTERM, then stop cleanly (arguments: ``create_server``).
 
     ``on_ready`` is called with the bound "host:port" once the server accepts
     calls. Signal handlers are only installed from the main thread (elsewhere
     the call serves until the process ends); the previous ones are restored.
     """
     server, bound = create_server(
-        devices, address, max_workers, security=security, streams=streams
+        devices, address, max_workers, security=security, streams=streams, reflection=reflection
     )
     stop = threading.Event()
 

@@ -35,18 +35,20 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from typing import Any
 
 import grpc
-from nnhal.driver._service_support import ServiceState, hal_method
+from nnhal.driver._service_support import Call, Devices, HalMethod, ServiceState, hal_method
 from nnhal.driver.buffers import TokenPools
 from nnhal.driver.burst import BurstSession
 from nnhal.driver.executor.model import Cancel
 from nnhal.driver.fences import ACTIVE, ERROR, Fence, launch
 from nnhal.driver.limits import check_request_pools
 from nnhal.driver.memory import MappedPools
-from nnhal.driver.sessions import client_key, session_of
+from nnhal.driver.prepared_model import PreparedModel
+from nnhal.driver.request_layouts import decode_request, validate_once
+from nnhal.driver.workers import pooled
 
 from nnhal import DEFAULT_ADDRESS
 from nnhal import convert as cv
@@ -69,7 +71,6 @@ from nnhal.types import (
     TokenMemory,
     is_tensor_type,
 )
-from nnhal.validation import validate_request
 
 log = logging.getLogger("nnhal.driver.service")
 
@@ -81,12 +82,13 @@ _NONE = ErrorStatus.NONE
 _WAIT_SLICE_S = 0.1
 
 
-def _enum_or_int(cls: Any, value: int) -> Any:
-    # invalid values go through as ints so the device reports INVALID_ARGUMENT itself
-    return cv.enum_or_int(cls, value)
-
-
-def _cache_args(message: Any) -> dict[str, Any]:
+def _cache_args(
+    message: dpb.PrepareModelRequest_1_2
+    | dpb.PrepareModelRequest_1_3
+    | dpb.PrepareModelFromCacheRequest
+    | dpb.PrepareModelFromCacheRequest_1_3
+    | None,
+) -> dict[str, Any]:
     """modelCache / dataCache (paths per handle) and token of a prepare* message."""
     if message is None or not (message.modelCache or message.dataCache or message.token):
         return {}
@@ -97,60 +99,77 @@ def _cache_args(message: Any) -> dict[str, Any]:
     }
 
 
+def _measure(message: ppb.ExecuteRequest_1_2 | ppb.ExecuteRequest_1_3) -> bool:
+    return message.measure == tpb.MEASURE_TIMING_YES
+
+
 # ---------------------------------------------------------------------------
 # IDevice
 # ---------------------------------------------------------------------------
 
 
 class DeviceServicer(dgrpc.IDeviceServicer):
-    def __init__(self, state: ServiceState) -> None:
-        self.state = state
-        self.device = state.device
+    """IDevice of every device of a server (``call.state``: the device a call names)."""
+
+    def __init__(self, devices: Devices) -> None:
+        self.devices = devices
 
     # ---- capabilities and simple queries ----
 
     @hal_method(dpb.GetCapabilitiesReply, v1_0=True)
-    def getCapabilities(self, request: Any, context: Any) -> Any:
-        caps = legacy.capabilities_to_v1_0_pb(self.device.getCapabilities_1_3())
+    def getCapabilities(self, call: Call, request: dpb.DeviceQuery) -> dpb.GetCapabilitiesReply:
+        caps = legacy.capabilities_to_v1_0_pb(call.state.device.getCapabilities_1_3())
         return dpb.GetCapabilitiesReply(status=_NONE, capabilities=caps)
 
     @hal_method(dpb.GetCapabilitiesReply_1_1, v1_0=True)
-    def getCapabilities_1_1(self, request: Any, context: Any) -> Any:
-        caps = legacy.capabilities_to_v1_1_pb(self.device.getCapabilities_1_3())
+    def getCapabilities_1_1(
+        self, call: Call, request: dpb.DeviceQuery
+    ) -> dpb.GetCapabilitiesReply_1_1:
+        caps = legacy.capabilities_to_v1_1_pb(call.state.device.getCapabilities_1_3())
         return dpb.GetCapabilitiesReply_1_1(status=_NONE, capabilities=caps)
 
     @hal_method(dpb.GetCapabilitiesReply_1_2, v1_0=True)
-    def getCapabilities_1_2(self, request: Any, context: Any) -> Any:
-        caps = legacy.capabilities_to_v1_2_pb(self.device.getCapabilities_1_3())
+    def getCapabilities_1_2(
+        self, call: Call, request: dpb.DeviceQuery
+    ) -> dpb.GetCapabilitiesReply_1_2:
+        caps = legacy.capabilities_to_v1_2_pb(call.state.device.getCapabilities_1_3())
         return dpb.GetCapabilitiesReply_1_2(status=_NONE, capabilities=caps)
 
     @hal_method(dpb.GetCapabilitiesReply_1_3)
-    def getCapabilities_1_3(self, request: Any, context: Any) -> Any:
-        caps = cv.capabilities_to_pb(self.device.getCapabilities_1_3())
+    def getCapabilities_1_3(
+        self, call: Call, request: dpb.DeviceQuery
+    ) -> dpb.GetCapabilitiesReply_1_3:
+        caps = cv.capabilities_to_pb(call.state.device.getCapabilities_1_3())
         return dpb.GetCapabilitiesReply_1_3(status=_NONE, capabilities=caps)
 
     @hal_method(dpb.GetStatusReply)
-    def getStatus(self, request: Any, context: Any) -> Any:
-        status = DeviceStatus.OFFLINE if self.state.faults.offline else self.device.getStatus()
+    def getStatus(self, call: Call, request: dpb.DeviceQuery) -> dpb.GetStatusReply:
+        state = call.state
+        status = DeviceStatus.OFFLINE if state.faults.offline else state.device.getStatus()
         return dpb.GetStatusReply(status=_NONE, deviceStatus=int(status))
 
     @hal_method(dpb.GetVersionStringReply, v1_0=True)
-    def getVersionString(self, request: Any, context: Any) -> Any:
-        return dpb.GetVersionStringReply(status=_NONE, version=self.device.getVersionString())
+    def getVersionString(self, call: Call, request: dpb.DeviceQuery) -> dpb.GetVersionStringReply:
+        return dpb.GetVersionStringReply(status=_NONE, version=call.state.device.getVersionString())
 
     @hal_method(dpb.GetTypeReply, v1_0=True)
-    def getType(self, request: Any, context: Any) -> Any:
-        return dpb.GetTypeReply(status=_NONE, type=int(self.device.getType()))
+    def getType(self, call: Call, request: dpb.DeviceQuery) -> dpb.GetTypeReply:
+        return dpb.GetTypeReply(status=_NONE, type=int(call.state.device.getType()))
 
     @hal_method(dpb.GetSupportedExtensionsReply, v1_0=True)
-    def getSupportedExtensions(self, request: Any, context: Any) -> Any:
-        extensions = [cv.extension_to_pb(e) for e in self.device.getSupportedExtensions()]
+    def getSupportedExtensions(
+        self, call: Call, request: dpb.DeviceQuery
+    ) -> dpb.GetSupportedExtensionsReply:
+        extensions = [cv.extension_to_pb(e) for e in call.state.device.getSupportedExtensions()]
         return dpb.GetSupportedExtensionsReply(status=_NONE, extensions=extensions)
 
     @hal_method(dpb.GetNumberOfCacheFilesNeededReply, v1_0=True)
-    def getNumberOfCacheFilesNeeded(self, request: Any, context: Any) -> Any:
-        num_model, num_data = self.device.getNumberOfCacheFilesNeeded()
-        cache = getattr(self.device, "cache", None)
+    def getNumberOfCacheFilesNeeded(
+        self, call: Call, request: dpb.DeviceQuery
+    ) -> dpb.GetNumberOfCacheFilesNeededReply:
+        device = call.state.device
+        num_model, num_data = device.getNumberOfCacheFilesNeeded()
+        cache = getattr(device, "cache", None)
         if getattr(cache, "allowed_roots", None) == ():
             # this server takes no client-named cache files (no --cache-root): say so the
             # HAL way, so runtimes do not cache (a token alone still uses --cache-dir)
@@ -161,29 +180,45 @@ class DeviceServicer(dgrpc.IDeviceServicer):
 
     # ---- supported operations ----
 
-    def _supported(self, model: Model, version: HalVersion) -> Any:
-        supported = self.device.getSupportedOperations_1_3(model, version=version)
+    @staticmethod
+    def _supported(call: Call, model: Model, version: HalVersion) -> dpb.GetSupportedOperationsReply:
+        # the model's size was checked on the message (hal_method(model=True))
+        supported = call.state.device.getSupportedOperations_1_3(
+            model, version=version, size_checked=True
+        )
         return dpb.GetSupportedOperationsReply(status=_NONE, supportedOperations=list(supported))
 
-    @hal_method(dpb.GetSupportedOperationsReply, v1_0=True)
-    def getSupportedOperations(self, request: Any, context: Any) -> Any:
-        return self._supported(legacy.model_from_v1_0_pb(request.model), HalVersion.V1_0)
+    @hal_method(dpb.GetSupportedOperationsReply, v1_0=True, model=True)
+    def getSupportedOperations(
+        self, call: Call, request: dpb.GetSupportedOperationsRequest
+    ) -> dpb.GetSupportedOperationsReply:
+        return self._supported(call, legacy.model_from_v1_0_pb(request.model), HalVersion.V1_0)
 
-    @hal_method(dpb.GetSupportedOperationsReply, v1_0=True)
-    def getSupportedOperations_1_1(self, request: Any, context: Any) -> Any:
-        return self._supported(legacy.model_from_v1_1_pb(request.model), HalVersion.V1_1)
+    @hal_method(dpb.GetSupportedOperationsReply, v1_0=True, model=True)
+    def getSupportedOperations_1_1(
+        self, call: Call, request: dpb.GetSupportedOperationsRequest_1_1
+    ) -> dpb.GetSupportedOperationsReply:
+        return self._supported(call, legacy.model_from_v1_1_pb(request.model), HalVersion.V1_1)
 
-    @hal_method(dpb.GetSupportedOperationsReply, v1_0=True)
-    def getSupportedOperations_1_2(self, request: Any, context: Any) -> Any:
-        return self._supported(legacy.model_from_v1_2_pb(request.model), HalVersion.V1_2)
+    @hal_method(dpb.GetSupportedOperationsReply, v1_0=True, model=True)
+    def getSupportedOperations_1_2(
+        self, call: Call, request: dpb.GetSupportedOperationsRequest_1_2
+    ) -> dpb.GetSupportedOperationsReply:
+        return self._supported(call, legacy.model_from_v1_2_pb(request.model), HalVersion.V1_2)
 
-    @hal_method(dpb.GetSupportedOperationsReply)
-    def getSupportedOperations_1_3(self, request: Any, context: Any) -> Any:
-        return self._supported(cv.model_from_pb(request.model), HalVersion.V1_3)
+    @hal_method(dpb.GetSupportedOperationsReply, model=True)
+    def getSupportedOperations_1_3(
+        self, call: Call, request: dpb.GetSupportedOperationsRequest_1_3
+    ) -> dpb.GetSupportedOperationsReply:
+        return self._supported(call, cv.model_from_pb(request.model), HalVersion.V1_3)
 
-    @hal_method(dpb.ExplainSupportedOperationsReply)
-    def explainSupportedOperations(self, request: Any, context: Any) -> Any:
-        supported, reasons = self.device.explainSupportedOperations(cv.model_from_pb(request.model))
+    @hal_method(dpb.ExplainSupportedOperationsReply, model=True)
+    def explainSupportedOperations(
+        self, call: Call, request: dpb.ExplainSupportedOperationsRequest
+    ) -> dpb.ExplainSupportedOperationsReply:
+        supported, reasons = call.state.device.explainSupportedOperations(
+            cv.model_from_pb(request.model), size_checked=True
+        )
         return dpb.ExplainSupportedOperationsReply(
             status=_NONE,
             supportedOperations=list(supported),
@@ -192,66 +227,78 @@ class DeviceServicer(dgrpc.IDeviceServicer):
 
     # ---- preparation ----
 
+    @staticmethod
     def _prepare(
-        self,
+        call: Call,
         model: Model,
         version: HalVersion,
         preference: int = ExecutionPreference.FAST_SINGLE_ANSWER,
         priority: int = Priority.MEDIUM,
         deadline_ns: int | None = None,
-        cache: Any = None,
-        *,
-        context: Any = None,
-    ) -> Any:
+        cache: dpb.PrepareModelRequest_1_2 | dpb.PrepareModelRequest_1_3 | None = None,
+    ) -> dpb.PrepareModelReply:
         # Cache arguments never change the outcome of a preparation (driver/cache.py).
-        prepared = self.device.prepareModel_1_3(
+        # Invalid enum values go through as ints: the device reports INVALID_ARGUMENT.
+        prepared = call.state.device.prepareModel_1_3(
             model,
-            _enum_or_int(ExecutionPreference, preference),
-            _enum_or_int(Priority, priority),
+            cv.enum_or_int(ExecutionPreference, preference),
+            cv.enum_or_int(Priority, priority),
             deadline_ns,
             version=version,
+            size_checked=True,  # on the message (hal_method(model=True))
             **_cache_args(cache),
         )
-        return self._add_prepared(prepared, context)
+        return DeviceServicer._add_prepared(call, prepared)
 
-    def _add_prepared(self, prepared: Any, context: Any) -> Any:
-        owner = session_of(context)
-        self.state.sessions.touch(owner)
+    @staticmethod
+    def _add_prepared(call: Call, prepared: PreparedModel) -> dpb.PrepareModelReply:
+        state = call.state
+        pooled(state.pool, prepared)  # its executions in the worker processes, if any
+        state.sessions.touch(call.session)
         # at most max_prepared_models_per_client (driver/occupancy.py)
-        key = self.state.prepared_quota.add(client_key(context), prepared, owner=owner)
+        key = state.prepared_quota.add(call.caller, prepared, owner=call.session)
         return dpb.PrepareModelReply(status=_NONE, preparedModel=key)
 
-    @hal_method(dpb.PrepareModelReply, v1_0=True)
-    def prepareModel(self, request: Any, context: Any) -> Any:
-        model = legacy.model_from_v1_0_pb(request.model)
-        return self._prepare(model, HalVersion.V1_0, context=context)
+    @hal_method(dpb.PrepareModelReply, v1_0=True, model=True)
+    def prepareModel(self, call: Call, request: dpb.PrepareModelRequest) -> dpb.PrepareModelReply:
+        return self._prepare(call, legacy.model_from_v1_0_pb(request.model), HalVersion.V1_0)
 
-    @hal_method(dpb.PrepareModelReply, v1_0=True)
-    def prepareModel_1_1(self, request: Any, context: Any) -> Any:
+    @hal_method(dpb.PrepareModelReply, v1_0=True, model=True)
+    def prepareModel_1_1(
+        self, call: Call, request: dpb.PrepareModelRequest_1_1
+    ) -> dpb.PrepareModelReply:
         model = legacy.model_from_v1_1_pb(request.model)
-        return self._prepare(model, HalVersion.V1_1, request.preference, context=context)
+        return self._prepare(call, model, HalVersion.V1_1, request.preference)
 
-    @hal_method(dpb.PrepareModelReply, v1_0=True)
-    def prepareModel_1_2(self, request: Any, context: Any) -> Any:
+    @hal_method(dpb.PrepareModelReply, v1_0=True, model=True)
+    def prepareModel_1_2(
+        self, call: Call, request: dpb.PrepareModelRequest_1_2
+    ) -> dpb.PrepareModelReply:
         model = legacy.model_from_v1_2_pb(request.model)
-        return self._prepare(
-            model, HalVersion.V1_2, request.preference, cache=request, context=context
-        )
+        return self._prepare(call, model, HalVersion.V1_2, request.preference, cache=request)
 
-    @hal_method(dpb.PrepareModelReply)
-    def prepareModel_1_3(self, request: Any, context: Any) -> Any:
+    @hal_method(dpb.PrepareModelReply, model=True)
+    def prepareModel_1_3(
+        self, call: Call, request: dpb.PrepareModelRequest_1_3
+    ) -> dpb.PrepareModelReply:
         return self._prepare(
+            call,
             cv.model_from_pb(request.model),
             HalVersion.V1_3,
             request.preference,
             request.priority,
             cv.deadline_ns_from_pb(request.deadline),
             cache=request,
-            context=context,
         )
 
-    def _from_cache(self, request: Any, deadline_ns: int | None, context: Any) -> Any:
-        cache = getattr(self.device, "cache", None)
+    @staticmethod
+    def _from_cache(
+        call: Call,
+        request: dpb.PrepareModelFromCacheRequest | dpb.PrepareModelFromCacheRequest_1_3,
+        deadline_ns: int | None,
+    ) -> dpb.PrepareModelReply:
+        device = call.state.device
+        cache = getattr(device, "cache", None)
         if (
             getattr(cache, "allowed_roots", None) == ()
             and getattr(cache, "cache_dir", None) is None
@@ -263,38 +310,41 @@ class DeviceServicer(dgrpc.IDeviceServicer):
                 "prepareModelFromCache: this server does not cache compilations (it takes no "
                 "client cache files without --cache-root, and has no --cache-dir)"
             )
-        prepared = self.device.prepareModelFromCache_1_3(
+        prepared = device.prepareModelFromCache_1_3(
             deadline_ns=deadline_ns, **_cache_args(request)
         )
-        return self._add_prepared(prepared, context)
+        return DeviceServicer._add_prepared(call, prepared)
 
     @hal_method(dpb.PrepareModelReply, v1_0=True)
-    def prepareModelFromCache(self, request: Any, context: Any) -> Any:
-        return self._from_cache(request, None, context)
+    def prepareModelFromCache(
+        self, call: Call, request: dpb.PrepareModelFromCacheRequest
+    ) -> dpb.PrepareModelReply:
+        return self._from_cache(call, request, None)
 
     @hal_method(dpb.PrepareModelReply)
-    def prepareModelFromCache_1_3(self, request: Any, context: Any) -> Any:
-        return self._from_cache(request, cv.deadline_ns_from_pb(request.deadline), context)
+    def prepareModelFromCache_1_3(
+        self, call: Call, request: dpb.PrepareModelFromCacheRequest_1_3
+    ) -> dpb.PrepareModelReply:
+        return self._from_cache(call, request, cv.deadline_ns_from_pb(request.deadline))
 
     # ---- memory domains ----
 
     @hal_method(dpb.AllocateReply)
-    def allocate(self, request: Any, context: Any) -> Any:
-        caller = client_key(context)
+    def allocate(self, call: Call, request: dpb.AllocateRequest) -> dpb.AllocateReply:
+        state = call.state
         prepared = [
-            self.state.prepared_models.get(key, f"allocate: preparedModels[{i}]", caller)
+            state.prepared_models.get(key, f"allocate: preparedModels[{i}]", call.caller)
             for i, key in enumerate(request.preparedModels)
         ]
-        buffer = self.device.allocate(
+        buffer = state.device.allocate(
             desc=cv.buffer_desc_from_pb(request.desc),
             preparedModels=prepared,
             inputRoles=[cv.buffer_role_from_pb(r) for r in request.inputRoles],
             outputRoles=[cv.buffer_role_from_pb(r) for r in request.outputRoles],
         )
-        owner = session_of(context)
-        self.state.sessions.touch(owner)
+        state.sessions.touch(call.session)
         # ids > 0, unique among live buffers
-        token = self.state.buffer_quota.add(caller, buffer, owner=owner)
+        token = state.buffer_quota.add(call.caller, buffer, owner=call.session)
         return dpb.AllocateReply(status=_NONE, buffer=token, token=token)
 
 
@@ -329,7 +379,7 @@ def _check_fenced_outputs(model: Model, request: Request) -> None:
 
 def execute(
     state: ServiceState,
-    prepared: Any,
+    prepared: PreparedModel,
     request: Request,
     *,
     measure: bool,
@@ -338,36 +388,40 @@ def execute(
     allow_unspecified_output: bool = True,
     premapped: dict[int, memoryview] | None = None,
     cancel: Cancel | None = None,
-    slot_held: bool = False,
+    validated: bool = False,
     caller: str | None = None,
+    layout: Hashable | None = None,
 ) -> ppb.ExecuteReply:
-    """Map the pools, run, and build the reply (HalErrors propagate).
+    """Map the pools, validate, run, and build the reply (HalErrors propagate).
 
     ``premapped``: views for some pools mapped already (burst memory slots).
     ``cancel``: stops the run from another thread (``cancellable``).
-    The execution takes one of the device's execution slots (``max_concurrent_executions``)
-    unless ``slot_held`` (a fenced execution holds one from its call on).
+    ``validated``: the caller validated the request and checked its pools already, and
+    holds one of the device's execution slots (a fenced execution, from its call on);
+    otherwise the execution takes a slot (``max_concurrent_executions``) here.
     ``caller``: the client (``client_key``) whose driver buffers the request may name.
+    ``layout``: the request's key from ``request_layouts.decode_request`` (validated once
+    per layout); None: validated here without a memo.
     """
+    if validated:
+        return _execute(
+            state, prepared, request, measure, deadline_ns, loop_timeout_ns,
+            allow_unspecified_output, premapped, cancel, True, caller, layout,
+        )  # fmt: skip
     check_request_pools(request, state.limits)
-    args = (
-        measure,
-        deadline_ns,
-        loop_timeout_ns,
-        allow_unspecified_output,
-        premapped,
-        cancel,
-        caller,
-    )
-    if slot_held:
-        return _execute(state, prepared, request, *args)
-    with state.executions.slot():
-        return _execute(state, prepared, request, *args)
+    state.executions.acquire()
+    try:
+        return _execute(
+            state, prepared, request, measure, deadline_ns, loop_timeout_ns,
+            allow_unspecified_output, premapped, cancel, False, caller, layout,
+        )  # fmt: skip
+    finally:
+        state.executions.release()
 
 
 def _execute(
     state: ServiceState,
-    prepared: Any,
+    prepared: PreparedModel,
     request: Request,
     measure: bool,
     deadline_ns: int | None,
@@ -375,20 +429,26 @@ def _execute(
     allow_unspecified_output: bool,
     premapped: dict[int, memoryview] | None,
     cancel: Cancel | None,
+    validated: bool,
     caller: str | None,
+    layout: Hashable | None,
 ) -> ppb.ExecuteReply:
     tokens = None
-    if any(isinstance(pool, TokenMemory) for pool in request.pools):
+    if TokenMemory in map(type, request.pools):
         # as the sample driver: validateRequest (token 0 is INVALID_ARGUMENT, VTS
-        # InvalidToken), then the driver buffers' roles and state
-        validate_request(request, prepared.model, allow_unspecified_output=allow_unspecified_output)
+        # InvalidToken), then the driver buffers' roles and state; the rewritten
+        # request is the driver's own and is not validated again
+        if not validated:
+            validate_once(prepared, request, layout, allow_unspecified_output)
+            validated = True
         tokens = TokenPools(
             prepared, request, lambda key, what: state.buffers.get(key, what, caller)
         )
         request = tokens.request
-    if tokens:
         premapped = {**(premapped or {}), **{p: tokens.view(p) for p in tokens.buffers}}
     with MappedPools(request.pools, premapped) as mapped:
+        if not validated:  # after mapping, as the sample driver
+            validate_once(prepared, request, layout, allow_unspecified_output)
         try:
             shapes, timing = prepared.execute(
                 request,
@@ -398,6 +458,7 @@ def _execute(
                 loop_timeout_ns=loop_timeout_ns,
                 allow_unspecified_output=allow_unspecified_output,
                 cancel=cancel,
+                validated=True,
             )
         except OutputInsufficientSize as exc:
             if tokens is not None:
@@ -417,26 +478,60 @@ def _execute(
             tpb.PoolContents(poolIndex=i, data=bytes(mapped.views[i]))
             for i in _output_pool_indexes(request)
         ]
-    return ppb.ExecuteReply(
-        status=_NONE,
-        outputShapes=[cv.output_shape_to_pb(s) for s in shapes],
-        timing=cv.timing_to_pb(timing),
-        outputPools=pools,
-    )
+    reply = ppb.ExecuteReply(status=_NONE, outputPools=pools)
+    add_shape = reply.outputShapes.add
+    for shape in shapes:
+        add_shape(dimensions=shape.dimensions, isSufficient=shape.isSufficient)
+    reply.timing.timeOnDevice = timing.timeOnDevice
+    reply.timing.timeInDriver = timing.timeInDriver
+    return reply
 
 
 @contextlib.contextmanager
-def cancellable(state: ServiceState, context: Any, session: str | None = None) -> Iterator[Cancel]:
+def cancellable(
+    state: ServiceState, context: grpc.ServicerContext | None, session: str | None
+) -> Iterator[Cancel]:
     """A ``Cancel`` for one execution, fired when the call ends before the execution does
     (the client cancelled or went away: gRPC runs the callback at the call's end) and when
-    the call's client session ends. ``context`` None: the session only (fenced runs in the
+    the client ``session`` ends. ``context`` None: the session only (fenced runs in the
     background outlive their call)."""
-    cancel = Cancel()
-    if context is not None:
-        session = session_of(context)
-        context.add_callback(lambda: cancel.cancel("the call ended: the client went away"))
+    cancel = _cancel_with_call(context)
     with state.sessions.running(session, cancel):
         yield cancel
+
+
+def _cancel_with_call(context: grpc.ServicerContext | None) -> Cancel:
+    cancel = Cancel()
+    if context is not None:
+        context.add_callback(lambda: cancel.cancel("the call ended: the client went away"))
+    return cancel
+
+
+def _run(
+    call: Call,
+    request: ppb.ExecuteRequest | ppb.ExecuteRequest_1_2 | ppb.ExecuteRequest_1_3,
+    *,
+    v1_0: bool,
+    measure: bool,
+    deadline_ns: int | None = None,
+    loop_timeout_ns: int | None = None,
+) -> ppb.ExecuteReply:
+    """A synchronous execution of the call's own prepared model, cancelled with its call."""
+    state = call.state
+    prepared = state.prepared_models.get(request.preparedModel, None, call.caller)
+    hal_request, layout = decode_request(prepared, request.request, v1_0=v1_0)
+    args = {
+        "measure": measure,
+        "deadline_ns": deadline_ns,
+        "loop_timeout_ns": loop_timeout_ns,
+        "caller": call.caller,
+        "layout": layout,
+    }
+    if call.session is None:  # the common case, without a context manager
+        cancel = _cancel_with_call(call.context)
+        return execute(state, prepared, hal_request, cancel=cancel, **args)
+    with cancellable(state, call.context, call.session) as cancel:
+        return execute(state, prepared, hal_request, cancel=cancel, **args)
 
 
 # ---------------------------------------------------------------------------
@@ -445,90 +540,74 @@ def cancellable(state: ServiceState, context: Any, session: str | None = None) -
 
 
 class PreparedModelServicer(pgrpc.IPreparedModelServicer):
-    def __init__(self, state: ServiceState) -> None:
-        self.state = state
-
-    def _model(self, key: int, context: Any) -> Any:
-        return self.state.prepared_models.get(key, None, client_key(context))
+    def __init__(self, devices: Devices) -> None:
+        self.devices = devices
 
     @hal_method(ppb.ExecuteReply, v1_0=True)
-    def execute(self, request: Any, context: Any) -> Any:
-        prepared = self._model(request.preparedModel, context)
-        hal_request = legacy.request_from_v1_0_pb(request.request)
-        with cancellable(self.state, context) as cancel:
-            return execute(
-                self.state,
-                prepared,
-                hal_request,
-                measure=False,
-                cancel=cancel,
-                caller=client_key(context),
-            )
+    def execute(self, call: Call, request: ppb.ExecuteRequest) -> ppb.ExecuteReply:
+        return _run(call, request, v1_0=True, measure=False)
 
     @hal_method(ppb.ExecuteReply, v1_0=True)
-    def execute_1_2(self, request: Any, context: Any) -> Any:
-        prepared = self._model(request.preparedModel, context)
-        hal_request = legacy.request_from_v1_0_pb(request.request)
-        with cancellable(self.state, context) as cancel:
-            return execute(
-                self.state,
-                prepared,
-                hal_request,
-                measure=request.measure == tpb.MEASURE_TIMING_YES,
-                cancel=cancel,
-                caller=client_key(context),
-            )
+    def execute_1_2(self, call: Call, request: ppb.ExecuteRequest_1_2) -> ppb.ExecuteReply:
+        return _run(call, request, v1_0=True, measure=_measure(request))
 
     @hal_method(ppb.ExecuteReply, v1_0=True)
-    def executeSynchronously(self, request: Any, context: Any) -> Any:
-        return PreparedModelServicer.execute_1_2.__wrapped__(self, request, context)
+    def executeSynchronously(
+        self, call: Call, request: ppb.ExecuteRequest_1_2
+    ) -> ppb.ExecuteReply:
+        return _run(call, request, v1_0=True, measure=_measure(request))
 
     @hal_method(ppb.ExecuteReply)
-    def execute_1_3(self, request: Any, context: Any) -> Any:
-        prepared = self._model(request.preparedModel, context)
-        hal_request = cv.request_from_pb(request.request)
-        with cancellable(self.state, context) as cancel:
-            return execute(
-                self.state,
-                prepared,
-                hal_request,
-                measure=request.measure == tpb.MEASURE_TIMING_YES,
-                deadline_ns=cv.deadline_ns_from_pb(request.deadline),
-                loop_timeout_ns=cv.timeout_ns_from_pb(request.loopTimeoutDuration),
-                cancel=cancel,
-                caller=client_key(context),
-            )
+    def execute_1_3(self, call: Call, request: ppb.ExecuteRequest_1_3) -> ppb.ExecuteReply:
+        return _run(
+            call,
+            request,
+            v1_0=False,
+            measure=_measure(request),
+            deadline_ns=cv.deadline_ns_from_pb(request.deadline),
+            loop_timeout_ns=cv.timeout_ns_from_pb(request.loopTimeoutDuration),
+        )
 
     @hal_method(ppb.ExecuteReply)
-    def executeSynchronously_1_3(self, request: Any, context: Any) -> Any:
-        return PreparedModelServicer.execute_1_3.__wrapped__(self, request, context)
+    def executeSynchronously_1_3(
+        self, call: Call, request: ppb.ExecuteRequest_1_3
+    ) -> ppb.ExecuteReply:
+        return _run(
+            call,
+            request,
+            v1_0=False,
+            measure=_measure(request),
+            deadline_ns=cv.deadline_ns_from_pb(request.deadline),
+            loop_timeout_ns=cv.timeout_ns_from_pb(request.loopTimeoutDuration),
+        )
 
     @hal_method(ppb.ExecuteFencedReply)
-    def executeFenced(self, request: Any, context: Any) -> Any:
-        prepared = self._model(request.preparedModel, context)
-        caller = client_key(context)
+    def executeFenced(
+        self, call: Call, request: ppb.ExecuteFencedRequest
+    ) -> ppb.ExecuteFencedReply:
+        state, caller, owner = call.state, call.caller, call.session
+        prepared = state.prepared_models.get(request.preparedModel, None, caller)
         waits = []
         for i, key in enumerate(request.waitFor):
-            fence = self.state.fences.get(key, f"executeFenced: waitFor[{i}]", caller)
+            fence = state.fences.get(key, f"executeFenced: waitFor[{i}]", caller)
             if fence.state == ERROR:
                 raise InvalidArgument(f"executeFenced: waitFor[{i}] (fence {key}) is in error")
             waits.append(fence)
-        hal_request = cv.request_from_pb(request.request)
+        hal_request, layout = decode_request(prepared, request.request)
         # validated now, before any waiting: errors are the call's own status
         _check_fenced_outputs(prepared.model, hal_request)
-        validate_request(hal_request, prepared.model, allow_unspecified_output=False)
-        check_request_pools(hal_request, self.state.limits)
+        validate_once(prepared, hal_request, layout, False)
+        check_request_pools(hal_request, state.limits)
         loop_timeout_ns = cv.timeout_ns_from_pb(request.loopTimeoutDuration)
-        measure = request.measure == tpb.MEASURE_TIMING_YES
-        owner = session_of(context)
-        self.state.sessions.touch(owner)
+        measure = _measure(request)
+        state.sessions.touch(owner)
 
-        def run(deadline_ns: int | None) -> Any:
+        def run(deadline_ns: int | None) -> ppb.ExecuteReply:
             try:
                 # in the background it outlives this call: only its session can cancel it
-                with cancellable(self.state, None, owner) as cancel:
+                with cancellable(state, None, owner) as cancel:
                     return execute(
-                        self.state,
+                        state,
                         prepared,
                         hal_request,
                         measure=measure,
@@ -536,7 +615,7 @@ class PreparedModelServicer(pgrpc.IPreparedModelServicer):
                         loop_timeout_ns=loop_timeout_ns,
                         allow_unspecified_output=False,
                         cancel=cancel,
-                        slot_held=True,
+                        validated=True,  # above; the slot is held from the call on
                         caller=caller,
                     )
             except OutputInsufficientSize as exc:
@@ -545,17 +624,17 @@ class PreparedModelServicer(pgrpc.IPreparedModelServicer):
                 ) from exc
 
         # the execution holds a slot from now on, while it waits too
-        self.state.executions.acquire()
+        state.executions.acquire()
         record, reply = launch(
             run,
             waits,
             measure=measure,
             deadline_ns=cv.deadline_ns_from_pb(request.deadline),
             duration_ns=cv.timeout_ns_from_pb(request.duration),
-            new_fence=lambda fence: self.state.fences.add(fence, owner=owner, holder=caller),
-            on_done=self.state.executions.release,
+            new_fence=lambda fence: state.fences.add(fence, owner=owner, holder=caller),
+            on_done=state.executions.release,
         )
-        callback = self.state.fenced_executions.add(record, owner=owner, holder=caller)
+        callback = state.fenced_executions.add(record, owner=owner, holder=caller)
         return ppb.ExecuteFencedReply(
             status=_NONE,
             syncFence=record.fence_id,
@@ -564,40 +643,43 @@ class PreparedModelServicer(pgrpc.IPreparedModelServicer):
         )
 
     def configureExecutionBurst(
-        self, request_iterator: Iterator[Any], context: grpc.ServicerContext
-    ) -> Iterator[Any]:
-        burst = _Burst(self.state, execute, caller=client_key(context))
+        self, request_iterator: Iterator[ppb.ExecuteRequest_1_2], context: grpc.ServicerContext
+    ) -> Iterator[ppb.ExecuteReply]:
+        call = self.devices.call(context)
+        burst = BurstSession(call.state, execute, caller=call.caller)
         # one Cancel for the stream: bursts carry no deadline, and once the stream is
         # gone (the client went away, or its session ended) nothing in it should run on
-        with cancellable(self.state, context) as cancel:
+        with cancellable(call.state, context, call.session) as cancel:
             burst.cancel = cancel
             try:
                 for message in request_iterator:
-                    yield burst.run(message, context)
+                    yield _BURST_MESSAGE(burst, call, message)
             finally:
                 burst.close()
 
-    @hal_method(ppb.StatusReply)
-    def release(self, request: Any, context: Any) -> Any:
-        self.state.prepared_models.pop(request.id, client_key(context), "release")
+    @hal_method(ppb.StatusReply, name="IPreparedModel.release")
+    def release(self, call: Call, request: ppb.ReleaseRequest) -> ppb.StatusReply:
+        call.state.prepared_models.pop(request.id, call.caller, "release")
         return ppb.StatusReply(status=_NONE)
 
 
-class _Burst(BurstSession):
-    """A BurstSession whose run gives a reply with a HAL status for every message."""
+def _burst_run(
+    burst: BurstSession, call: Call, message: ppb.ExecuteRequest_1_2
+) -> ppb.ExecuteReply:
+    return burst.run(message)
 
-    @hal_method(ppb.ExecuteReply, v1_0=True)
-    def run(self, message: Any, context: Any) -> Any:  # type: ignore[override]
-        return BurstSession.run(self, message)
+
+#: One burst message -> one reply with a HAL status, traced as configureExecutionBurst.
+_BURST_MESSAGE = HalMethod(_burst_run, ppb.ExecuteReply, "configureExecutionBurst", True, False)
 
 
 class BufferServicer(pgrpc.IBufferServicer):
-    def __init__(self, state: ServiceState) -> None:
-        self.state = state
+    def __init__(self, devices: Devices) -> None:
+        self.devices = devices
 
     @hal_method(ppb.CopyToReply)
-    def copyTo(self, request: Any, context: Any) -> Any:
-        buffer = self.state.buffers.get(request.buffer, "copyTo", client_key(context))
+    def copyTo(self, call: Call, request: ppb.CopyToRequest) -> ppb.CopyToReply:
+        buffer = call.state.buffers.get(request.buffer, "copyTo", call.caller)
         dst = cv.memory_from_pb(request.dst)
         with MappedPools([dst]) as mapped:
             buffer.copyTo(mapped.views[0])
@@ -605,26 +687,28 @@ class BufferServicer(pgrpc.IBufferServicer):
         return ppb.CopyToReply(status=_NONE, data=data)
 
     @hal_method(ppb.StatusReply)
-    def copyFrom(self, request: Any, context: Any) -> Any:
-        buffer = self.state.buffers.get(request.buffer, "copyFrom", client_key(context))
+    def copyFrom(self, call: Call, request: ppb.CopyFromRequest) -> ppb.StatusReply:
+        buffer = call.state.buffers.get(request.buffer, "copyFrom", call.caller)
         with MappedPools([cv.memory_from_pb(request.src)]) as mapped:
             buffer.copyFrom(mapped.views[0], tuple(request.dimensions))
         return ppb.StatusReply(status=_NONE)
 
-    @hal_method(ppb.StatusReply)
-    def release(self, request: Any, context: Any) -> Any:
-        self.state.buffers.pop(request.id, client_key(context), "release")
+    @hal_method(ppb.StatusReply, name="IBuffer.release")
+    def release(self, call: Call, request: ppb.ReleaseRequest) -> ppb.StatusReply:
+        call.state.buffers.pop(request.id, call.caller, "release")
         return ppb.StatusReply(status=_NONE)
 
 
 class FencedExecutionCallbackServicer(pgrpc.IFencedExecutionCallbackServicer):
-    def __init__(self, state: ServiceState) -> None:
-        self.state = state
+    def __init__(self, devices: Devices) -> None:
+        self.devices = devices
 
     @hal_method(ppb.GetExecutionInfoReply)
-    def getExecutionInfo(self, request: Any, context: Any) -> Any:
-        record = self.state.fenced_executions.get(
-            request.callback, "getExecutionInfo", client_key(context)
+    def getExecutionInfo(
+        self, call: Call, request: ppb.GetExecutionInfoRequest
+    ) -> ppb.GetExecutionInfoReply:
+        record = call.state.fenced_executions.get(
+            request.callback, "getExecutionInfo", call.caller
         )
         status, message, launched, fenced, pools = record.info()
         reply = ppb.GetExecutionInfoReply(
@@ -636,12 +720,12 @@ class FencedExecutionCallbackServicer(pgrpc.IFencedExecutionCallbackServicer):
         reply.outputPools.extend(pools)
         return reply
 
-    @hal_method(ppb.StatusReply)
-    def release(self, request: Any, context: Any) -> Any:
-        caller = client_key(context)
-        record = self.state.fenced_executions.pop(request.id, caller, "release")
+    @hal_method(ppb.StatusReply, name="IFencedExecutionCallback.release")
+    def release(self, call: Call, request: ppb.ReleaseRequest) -> ppb.StatusReply:
+        state = call.state
+        record = state.fenced_executions.pop(request.id, call.caller, "release")
         try:
-            self.state.fences.pop(record.fence_id, caller)
+            state.fences.pop(record.fence_id, call.caller)
         except InvalidArgument:
             pass  # already released or evicted
         return ppb.StatusReply(status=_NONE)
@@ -650,23 +734,23 @@ class FencedExecutionCallbackServicer(pgrpc.IFencedExecutionCallbackServicer):
 class SyncFenceServicer(pgrpc.ISyncFenceServicer):
     """nnhal extension: sync fences the client creates, signals and waits for."""
 
-    def __init__(self, state: ServiceState) -> None:
-        self.state = state
+    def __init__(self, devices: Devices) -> None:
+        self.devices = devices
 
-    def _reply(self, key: int, fence: Fence) -> Any:
+    @staticmethod
+    def _reply(key: int, fence: Fence) -> ppb.FenceReply:
         return ppb.FenceReply(status=_NONE, fence=key, state=fence.state)
 
     @hal_method(ppb.FenceReply)
-    def createFence(self, request: Any, context: Any) -> Any:
+    def createFence(self, call: Call, request: ppb.CreateFenceRequest) -> ppb.FenceReply:
         fence = Fence(client_created=True)
-        owner = session_of(context)
-        self.state.sessions.touch(owner)
-        key = self.state.fences.add(fence, owner=owner, holder=client_key(context))
+        call.state.sessions.touch(call.session)
+        key = call.state.fences.add(fence, owner=call.session, holder=call.caller)
         return self._reply(key, fence)
 
     @hal_method(ppb.StatusReply)
-    def signalFence(self, request: Any, context: Any) -> Any:
-        fence = self.state.fences.get(request.fence, "signalFence", client_key(context))
+    def signalFence(self, call: Call, request: ppb.SignalFenceRequest) -> ppb.StatusReply:
+        fence = call.state.fences.get(request.fence, "signalFence", call.caller)
         if not fence.client_created:
             raise InvalidArgument(
                 f"signalFence: fence {request.fence} belongs to a fenced execution; only fences "
@@ -677,8 +761,9 @@ class SyncFenceServicer(pgrpc.ISyncFenceServicer):
         return ppb.StatusReply(status=_NONE)
 
     @hal_method(ppb.FenceReply)
-    def waitFence(self, request: Any, context: Any) -> Any:
-        fence = self.state.fences.get(request.fence, "waitFence", client_key(context))
+    def waitFence(self, call: Call, request: ppb.WaitFenceRequest) -> ppb.FenceReply:
+        fence = call.state.fences.get(request.fence, "waitFence", call.caller)
+        context = call.context
         # Wait no longer than the call lives: a client that gave up (its deadline, a
         # cancel, a dead process) must not hold a server thread for up to 49 days.
         end = time.monotonic() + request.timeoutMs / 1000
@@ -692,9 +777,9 @@ class SyncFenceServicer(pgrpc.ISyncFenceServicer):
             fence.wait(min(left, _WAIT_SLICE_S))
         return self._reply(request.fence, fence)
 
-    @hal_method(ppb.StatusReply)
-    def release(self, request: Any, context: Any) -> Any:
-        fence = self.state.fences.pop(request.id, client_key(context), "release")
+    @hal_method(ppb.StatusReply, name="ISyncFence.release")
+    def release(self, call: Call, request: ppb.ReleaseRequest) -> ppb.StatusReply:
+        fence = call.state.fences.pop(request.id, call.caller, "release")
         fence.signal(False)  # an unsignalled fence released: waiters see an error
         return ppb.StatusReply(status=_NONE)
 
@@ -706,7 +791,7 @@ class SyncFenceServicer(pgrpc.ISyncFenceServicer):
 
 def create_server(
     device: Any, address: str = "127.0.0.1:0", max_workers: int = 16
-) -> tuple[Any, str]:
+) -> tuple[grpc.Server, str]:
     """Start a gRPC server for ``device`` (or a list of devices); see driver/server.py."""
     from nnhal.driver.server import create_server as create
 

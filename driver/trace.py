@@ -78,14 +78,14 @@ class Trace:
     """The calls made on one device (thread-safe)."""
 
     def __init__(self) -> None:
-        self._entries: deque[dict[str, Any]] = deque(maxlen=MAX_ENTRIES)
+        self._entries: deque[tuple[int, tuple[Any, ...]]] = deque(maxlen=MAX_ENTRIES)
         self._seq = itertools.count(1)
         self._lock = threading.Lock()
 
     def record(
         self,
         method: str,
-        args: dict[str, Any],
+        request: Any,
         started: float,
         ms: float,
         status: int,
@@ -93,26 +93,43 @@ class Trace:
         injected: Any = None,
         latency_us: float = 0.0,
     ) -> None:
-        entry: dict[str, Any] = {
-            "method": method,
-            "args": args,
-            "time": round(started, 6),
-            "status": ErrorStatus(status).name,
-            "ms": round(ms, 3),
-        }
-        if status != ErrorStatus.NONE:
-            entry["message"] = message
-        if injected is not None:
-            entry["injected"] = injected
-        if latency_us:
-            entry["latency_us"] = round(latency_us, 1)
+        """One call: ``request`` is its message (summed up now with ``brief``; the entry
+        itself is built when read)."""
+        row = (method, brief(request), started, ms, status, message, injected, latency_us)
         with self._lock:
-            entry["seq"] = next(self._seq)
-            self._entries.append(entry)
+            self._entries.append((next(self._seq), row))
 
     def entries(self, clear: bool = False) -> list[dict[str, Any]]:
         with self._lock:
-            out = list(self._entries)
+            rows = list(self._entries)
             if clear:
                 self._entries.clear()
-        return out
+        return [_entry(seq, *row) for seq, row in rows]
+
+
+def _entry(
+    seq: int,
+    method: str,
+    args: dict[str, Any],
+    started: float,
+    ms: float,
+    status: int,
+    message: str,
+    injected: Any,
+    latency_us: float,
+) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "method": method,
+        "args": args,
+        "time": round(started, 6),
+        "status": ErrorStatus(status).name,
+        "ms": round(ms, 3),
+    }
+    if status != ErrorStatus.NONE:
+        entry["message"] = message
+    if injected is not None:
+        entry["injected"] = injected
+    if latency_us:
+        entry["latency_us"] = round(latency_us, 1)
+    entry["seq"] = seq
+    return entry

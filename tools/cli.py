@@ -165,6 +165,17 @@ def _shapes_json(shapes: Sequence[Any]) -> list[dict]:
 # --------------------------------------------------------------------------
 
 
+def _workers_arg(value: str) -> int:
+    from nnhal.driver.workers import worker_count
+
+    try:
+        return worker_count(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected 'auto' or an integer >= 0, got {value!r}"
+        ) from None
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from nnhal.driver.device import Device
 
@@ -184,7 +195,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from nnhal.driver.ops.threads import serving_threads, set_threads  # --threads
 
     try:
-        set_threads(serving_threads(args.threads, [d.profile.threads for d in devices]))
+        args.threads = serving_threads(args.threads, [d.profile.threads for d in devices])
+        set_threads(args.threads)  # the execution workers (--workers) take the same count
     except ValueError as exc:
         raise CliError(str(exc)) from None
     device = import_module("nnhal.tools.cli_trace").configure_devices(devices, args)
@@ -343,6 +355,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _run_traced(args: argparse.Namespace, test: Any, inputs: list, loop_ns: int | None) -> int:
     """``nnhal run --trace``: the model in this process's executor, every operation's
     inputs and outputs on stderr as it runs, the result as JSON on stdout."""
+    from nnhal.driver.deadlines import effective_loop_timeout
     from nnhal.driver.device import Device
 
     from nnhal.errors import HalError
@@ -355,7 +368,9 @@ def _run_traced(args: argparse.Namespace, test: Any, inputs: list, loop_ns: int 
     try:
         prepared = device.prepareModel_1_3(test.model)
         outputs = prepared.compiled.run(
-            inputs, loop_timeout_ns=loop_ns, trace=lambda line: print(line, file=sys.stderr)
+            inputs,
+            loop_timeout_ns=effective_loop_timeout(loop_ns),
+            trace=lambda line: print(line, file=sys.stderr),
         )
     except HalError as e:
         _print_json({"status": e.status.name, "message": e.message})
@@ -543,6 +558,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N|auto",
         help="numeric-library (BLAS) threads of the server, over the profile's `threads` "
         "(default 1; auto = every core; docs/performance.md)",
+    )
+    p.add_argument(
+        "--workers",
+        type=_workers_arg,
+        default=0,
+        metavar="N|auto",
+        help="run executions in N worker processes (auto: one per core), so that executions "
+        "of different clients use every core (default 0: in the server process; "
+        "docs/serving.md)",
+    )
+    p.add_argument(
+        "--no-reflection",
+        action="store_true",
+        help="do not serve gRPC server reflection (on by default: grpcurl and grpc_cli can "
+        "list and call the services)",
     )
     _oppkg().add_serve_options(p)
     import_module("nnhal.tools.cli_trace").add_serve_options(p)  # --cache-dir

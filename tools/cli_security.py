@@ -153,7 +153,14 @@ def serve(devices: Sequence[Any], address: str, args: argparse.Namespace, label:
         )
     security = server_security(args)
     try:
-        server, bound = create_server(devices, address, security=security)
+        server, bound = create_server(
+            devices,
+            address,
+            security=security,
+            reflection=not args.no_reflection,
+            execution_workers=args.workers,
+            worker_threads=args.threads,
+        )
     except ValueError as exc:  # insecure exposure, a bad certificate...
         raise CliError(str(exc), EXIT_USAGE) from None
     except OSError as exc:  # a busy port (named with its holder when it can be told)

@@ -172,15 +172,17 @@ class CompiledModel:
         inputs: Sequence[np.ndarray | None],
         *,
         deadline_ns: int | None = None,
-        loop_timeout_ns: int | None = LOOP_TIMEOUT_DEFAULT_NS,
+        loop_timeout_ns: int = LOOP_TIMEOUT_DEFAULT_NS,
         cancel: Cancel | None = None,
         trace: Callable[[str], object] | None = None,
     ) -> list[np.ndarray]:
         """Execute main; one fresh array per main output, with its runtime shape.
 
         ``inputs``: one array per main input (None = no value), of the operand
-        dtype. ``deadline_ns``: absolute ``time.monotonic_ns()``, checked before
-        each operation. ``loop_timeout_ns``: loopTimeoutDuration of each WHILE.
+        dtype. ``deadline_ns``: absolute ``time.monotonic_ns()`` (None: none), checked
+        before each operation. ``loop_timeout_ns``: loopTimeoutDuration of each WHILE.
+        Both as ``nnhal.driver.deadlines`` normalises them (``PreparedModel.execute`` does,
+        once per execution): no default or clamp is applied here.
         ``cancel``: makes the run cancellable (always the checked variant).
         ``trace``: called with one line per operation as it runs, giving its inputs
         and outputs (``nnhal.driver.executor.verbose``; slow, for debugging).
@@ -190,10 +192,6 @@ class CompiledModel:
             raise InvalidArgument(
                 f"the model has {self._n_inputs} inputs; {len(inputs)} values given"
             )
-        if loop_timeout_ns is None:
-            loop_timeout_ns = LOOP_TIMEOUT_DEFAULT_NS
-        if deadline_ns is not None and deadline_ns >= TIME_POINT_MAX_NS:
-            deadline_ns = None
         if cancel is not None:
             if deadline_ns is not None and not cancel.cancelled:
                 cancel.cell[0] = deadline_ns

@@ -606,7 +606,7 @@ class _FakeDevice:
     def getStatus(self) -> DeviceStatus:
         return DeviceStatus.AVAILABLE
 
-    def prepareModel_1_3(self, model, preference, priority, deadline_ns, *, version):
+    def prepareModel_1_3(self, model, preference, priority, deadline_ns, *, version, size_checked):
         raise MissedDeadline("the fake device is always late", transient=True)
 
 

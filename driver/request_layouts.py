@@ -1,0 +1,84 @@
+"""Execution requests decoded and validated once per layout, with a memo per prepared model.
+
+Clients send the same request layout again and again: the same arguments
+(pool, offset, length, dimensions of each input and output) and pools of the
+same kinds and sizes, only the bytes differ. ``decode_request`` turns a
+request message into a ``nnhal.types.Request``, reusing the decoded arguments
+of an identical layout (keyed by their serialized bytes); ``validate_once``
+runs ``validate_request`` for a layout the prepared model has not accepted
+before and remembers the verdict, so that each layout is validated once.
+``validate_request`` is a function of the arguments, the pools' kinds and
+sizes (a shared segment's name only by being empty, a token by its value) and
+``allow_unspecified_output``: exactly what the memo's key holds. The memo
+lives on the ``PreparedModel`` (``request_layouts``, at most ``MAX_LAYOUTS``
+entries: emptied when full).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import Any
+
+from nnhal.convert import memory_from_pb, memory_pool_from_pb, request_argument_from_pb
+from nnhal.types import InlineMemory, MemoryPool, Request, SharedMemory, TokenMemory
+from nnhal.validation import validate_request
+
+#: entries of one prepared model's memo (decoded arguments and accepted layouts)
+MAX_LAYOUTS = 256
+
+
+def _remember(memo: dict[Hashable, Any], key: Hashable, value: Any) -> None:
+    if len(memo) >= MAX_LAYOUTS:
+        memo.clear()  # a client that never repeats itself: no memo rather than a big one
+    memo[key] = value
+
+
+def decode_request(prepared: Any, message: Any, *, v1_0: bool = False) -> tuple[Request, Hashable]:
+    """The Request of a request message (1.3, or V1_0 with ``v1_0``), and its arguments'
+    key for ``validate_once``."""
+    memo: dict[Hashable, Any] = prepared.request_layouts
+    key = (
+        tuple([a.SerializeToString() for a in message.inputs]),
+        tuple([a.SerializeToString() for a in message.outputs]),
+    )
+    arguments = memo.get(key)
+    if arguments is None:
+        arguments = (
+            tuple([request_argument_from_pb(a) for a in message.inputs]),
+            tuple([request_argument_from_pb(a) for a in message.outputs]),
+        )
+        _remember(memo, key, arguments)
+    decode = memory_from_pb if v1_0 else memory_pool_from_pb
+    return Request(arguments[0], arguments[1], tuple([decode(p) for p in message.pools])), key
+
+
+def _pools_key(pools: Sequence[MemoryPool]) -> tuple[Any, ...]:
+    """What validate_request reads of the pools."""
+    out: list[Any] = []
+    for pool in pools:
+        kind = type(pool)
+        if kind is InlineMemory:
+            out.append(len(pool.data))  # type: ignore[union-attr]
+        elif kind is SharedMemory:
+            out.append(("shared", bool(pool.name), pool.size))  # type: ignore[union-attr]
+        elif kind is TokenMemory:
+            out.append(("token", pool.token))  # type: ignore[union-attr]
+        else:
+            out.append(("other", id(kind)))
+    return tuple(out)
+
+
+def validate_once(
+    prepared: Any, request: Request, arguments_key: Hashable | None, allow_unspecified_output: bool
+) -> None:
+    """``validate_request(request, prepared.model)`` unless this layout passed it before
+    (``arguments_key`` from ``decode_request``; None: no memo, validate)."""
+    if arguments_key is None:
+        validate_request(request, prepared.model, allow_unspecified_output=allow_unspecified_output)
+        return
+    memo: dict[Hashable, Any] = prepared.request_layouts
+    key = ("valid", arguments_key, _pools_key(request.pools), allow_unspecified_output)
+    if key in memo:
+        return
+    validate_request(request, prepared.model, allow_unspecified_output=allow_unspecified_output)
+    _remember(memo, key, True)

@@ -1,0 +1,82 @@
+"""Request layouts validated once per prepared model (nnhal.driver.request_layouts): the memo
+never lets through a request that validate_request refuses."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from nnhal.driver.request_layouts import MAX_LAYOUTS
+from validation_models import add_model
+
+from nnhal.errors import InvalidArgument
+from nnhal.types import DataLocation, InlineMemory, Request, RequestArgument
+
+
+def _request(pool0: int = 16, out_dims: tuple[int, ...] = ()) -> Request:
+    x = np.array([1.0, 2.0], np.float32).tobytes()
+    return Request(
+        inputs=(
+            RequestArgument(location=DataLocation(0, 0, 8)),
+            RequestArgument(location=DataLocation(0, 8, 8)),
+        ),
+        outputs=(RequestArgument(location=DataLocation(1, 0, 8), dimensions=out_dims),),
+        pools=(InlineMemory((x + x)[:pool0]), InlineMemory(bytes(8))),
+    )
+
+
+def test_a_known_layout_with_a_smaller_pool_is_still_refused(client_device) -> None:
+    prepared = client_device.prepareModel_1_3(add_model())
+    result = prepared.execute_request(_request())
+    assert result.pools[1] == np.array([2.0, 4.0], np.float32).tobytes()
+    # the same arguments, but pool 0 holds 12 bytes: input 1 (8..16) lies outside it
+    with pytest.raises(InvalidArgument, match="outside pool 0"):
+        prepared.execute_request(_request(pool0=12))
+    # and the valid layout still runs
+    assert prepared.execute_request(_request()).pools[1] == result.pools[1]
+
+
+def test_a_layout_valid_with_unspecified_outputs_is_checked_again_without() -> None:
+    """The memo's key holds allow_unspecified_output (False: executeFenced)."""
+    from nnhal.driver.device import Device
+    from nnhal.driver.request_layouts import decode_request, validate_once
+    from validation_models import F32
+
+    from nnhal import convert as cv
+    from nnhal.builder import ModelBuilder
+    from nnhal.types import OperandType as T
+    from nnhal.types import OperationType as O
+
+    mb = ModelBuilder()
+    g = mb.main
+    a, b = g.input(F32, [2]), g.input(F32, [2])
+    y = g.output(F32, [0])  # unknown dimension
+    g.operation(O.ADD, [a, b, g.constant(T.INT32, 0)], [y])
+    prepared = Device().prepareModel_1_3(mb.build())
+    request, key = decode_request(prepared, cv.request_to_pb(_request()))
+    assert request == _request()
+    validate_once(prepared, request, key, True)
+    validate_once(prepared, request, key, True)  # remembered
+    with pytest.raises(InvalidArgument, match="every output dimension must be known"):
+        validate_once(prepared, request, key, False)
+
+
+def test_the_memo_of_a_prepared_model_stays_bounded() -> None:
+    from nnhal.driver.device import Device
+    from nnhal.driver.server import create_server
+
+    from nnhal.client import connect
+
+    server, address = create_server(Device(), "127.0.0.1:0")
+    client = connect(address, timeout=10.0)
+    try:
+        prepared = client.prepareModel_1_3(add_model())
+        (state,) = server.states.values()
+        served = state.prepared_models.peek(prepared.id)
+        for extra in range(MAX_LAYOUTS + 20):  # distinct layouts: output pools of distinct sizes
+            request = _request()
+            pools = (request.pools[0], InlineMemory(bytes(8 + extra)))
+            prepared.execute_request(Request(request.inputs, request.outputs, pools))
+        assert 0 < len(served.request_layouts) <= MAX_LAYOUTS
+    finally:
+        client.close()
+        server.stop(None).wait()
