@@ -24,32 +24,45 @@ MODEL files use the test-vector JSON format (``nnhal.vectors``). Without
 free port, so every subcommand takes the same path as against ``nnhal serve``.
 The driver is imported lazily, per subcommand (``nnhal`` never imports
 ``driver`` at import time). Errors print one line ``nnhal <cmd>: error: ...``
-and exit non-zero; set ``NNHAL_DEBUG=1`` to see the traceback instead.
+and exit non-zero; set ``NNHAL_DEBUG=1`` to see the traceback instead. Exit
+codes: 0 done, 1 what was asked failed (a data or file error: a missing or
+unreadable file, a bad model or input, a failed execution, an optional library
+not installed), 2 the command line is wrong (usage), 130 interrupted, 141 the
+reader of the output went away (docs/commands.md has the table).
 """
 
 from __future__ import annotations
 
-import argparse
-import fnmatch
-import json
-import math
 import os
-import sys
+
+# gRPC's C core logs connection churn (a GOAWAY when the in-process server stops, a
+# cancelled call on Ctrl-C) straight to stderr; the command's output is its own. This
+# must be set before grpc is imported: this module is the entry point, and imports
+# nothing that imports grpc before this line. The user's own setting wins.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
+import argparse  # noqa: E402
+import fnmatch  # noqa: E402
+import json  # noqa: E402
+import math  # noqa: E402
+import sys  # noqa: E402
 import time
-from collections.abc import Sequence
-from contextlib import AbstractContextManager
-from importlib import import_module
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence  # noqa: E402
+from contextlib import AbstractContextManager  # noqa: E402
+from importlib import import_module  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
 
-import numpy as np
+import numpy as np  # noqa: E402
 
-import nnhal
-from nnhal import DEFAULT_ADDRESS
+import nnhal  # noqa: E402
+from nnhal import DEFAULT_ADDRESS  # noqa: E402
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 #: 128 + SIGPIPE: what a shell shows for a writer whose reader went away
 EXIT_BROKEN_PIPE = 141
+#: 128 + SIGINT: Ctrl-C
+EXIT_INTERRUPTED = 130
 
 
 class CliError(Exception):
@@ -107,12 +120,35 @@ def _device(args: argparse.Namespace) -> AbstractContextManager[Any]:
 
 
 def _load_profile(profile: str | None) -> Any:
-    from nnhal.driver.profile import load_profile
+    """The profile, or a CliError: an unknown built-in name is a usage error (with the
+    closest names), a missing or bad profile file a file error."""
+    from nnhal.driver.profile import builtin_profiles, load_profile
+    from nnhal.suggest import unknown_names
 
     try:
         return load_profile(profile)
     except ValueError as e:  # ProfileError
-        raise CliError(str(e), EXIT_USAGE) from None
+        text = str(profile)
+        if os.sep not in text and "/" not in text and not text.endswith(".toml") and not (
+            Path(text).exists()
+        ):
+            names = unknown_names("profile", [text], builtin_profiles())
+            raise CliError(f"{names}: not a built-in profile and no such file", EXIT_USAGE) from None
+        raise CliError(str(e), EXIT_FAILED) from None
+
+
+def readable_file(path: str | os.PathLike[str], what: str = "", folder_ok: bool = False) -> Path:
+    """``path`` when it names a readable file (or folder, with ``folder_ok``); else a
+    CliError, exit 1 (a file error, not a usage error), saying why."""
+    p = Path(path)
+    label = f"{what} {os.fspath(path)}" if what else os.fspath(path)
+    if not p.exists():
+        raise CliError(f"{label}: no such file{' or folder' if folder_ok else ''}")
+    if p.is_dir() and not folder_ok:
+        raise CliError(f"{label}: is a folder, not a file")
+    if not os.access(p, os.R_OK):
+        raise CliError(f"{label}: not readable (permission denied)")
+    return p
 
 
 def _load_one(path: str, name: str | None) -> Any:
@@ -217,16 +253,14 @@ def cmd_supported(args: argparse.Namespace) -> int:
 
 
 def _read_inputs(path: str, test: Any) -> list[np.ndarray | None]:
-    """Inputs from an .npz: keys in0, in1, ... (or np.savez's arr_0, ...), or operand names."""
-    from nnhal.builder import value_to_array
+    """Inputs from an .npz: keys in0, in1, ... (or np.savez's arr_0, ...), or operand names;
+    each must fit its operand (``nnhal.tools.npz_inputs``)."""
+    from nnhal.tools.npz_inputs import fit_operand, load_npz
 
     try:
-        with np.load(path, allow_pickle=False) as npz:
-            data = {k: npz[k] for k in npz.files}
-    except FileNotFoundError:
-        raise CliError(f"{path}: no such file") from None
-    except (OSError, ValueError) as e:
-        raise CliError(f"{path}: not a readable .npz file ({e})") from None
+        data = load_npz(readable_file(path, "--inputs"))
+    except ValueError as e:
+        raise CliError(str(e)) from None
     main = test.model.main
     names = test.operand_names[0] if test.operand_names else []
     out: list[np.ndarray | None] = []
@@ -242,10 +276,13 @@ def _read_inputs(path: str, test: Any) -> list[np.ndarray | None]:
                 f"give it as one of {candidates}"
             )
         used.add(key)
+        operand = main.operands[idx]
         try:
-            out.append(value_to_array(main.operands[idx].type, data[key]))
+            out.append(
+                fit_operand(data[key], operand.type, operand.dimensions, f"{path}: input {k} ({key})")
+            )
         except ValueError as e:
-            raise CliError(f"{path}: input {k} ({key}): {e}") from None
+            raise CliError(str(e)) from None
     extra = sorted(set(data) - used)
     if extra:
         raise CliError(f"{path}: arrays {extra} match no model input")
@@ -378,10 +415,15 @@ def _run_traced(args: argparse.Namespace, test: Any, inputs: list, loop_ns: int 
 def _operation_names(values: Sequence[str]) -> set[str]:
     from nnhal.types import OperationType
 
+    from nnhal.suggest import unknown_names
+
     names = {n.strip().upper() for v in values for n in v.split(",") if n.strip()}
     unknown = sorted(n for n in names if n not in OperationType.__members__)
     if unknown:
-        raise CliError(f"--operations: unknown operation names {unknown}", EXIT_USAGE)
+        raise CliError(
+            f"--operations: {unknown_names('operation', unknown, OperationType.__members__)}",
+            EXIT_USAGE,
+        )
     return names
 
 
@@ -719,17 +761,27 @@ def _oppkg() -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    # gRPC core logs connection churn (e.g. a GOAWAY when the in-process server
-    # stops) at INFO; the CLI's output is its own. Set before grpc is imported.
-    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    from nnhal.tools.cli_logs import configure
+    from nnhal.tools.optional import MissingDependency
+
+    configure()  # time, level and logger on every log line (serve --log-level: more)
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt:
+        print("nnhal: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     prog = f"nnhal {args.command}"
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
+        # Ctrl-C: one line, no traceback; what the command opened (its in-process
+        # server, client channels) was closed by its `with` blocks on the way out
+        print(f"{prog}: interrupted", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+    except MissingDependency as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_FAILED
     except BrokenPipeError:
         # the reader went away (`nnhal ops | head`): end quietly, as a process killed by
         # SIGPIPE would, and keep the interpreter from complaining while it flushes stdout
