@@ -428,12 +428,14 @@ def _operation_names(values: Sequence[str]) -> set[str]:
 
 
 def cmd_vectors(args: argparse.Namespace) -> int:
+    allowed = _operation_names(args.operations) if args.operations else None
     if args.runtime:  # through the emulated NNAPI runtime (tools/cli_runtime.py)
         return _runtime().cmd_vectors(args)
+    from nnhal.tools.progress import progress_wanted
+
     from nnhal.vector_runner import FAILED, SKIPPED, run_vectors, summary_line, write_report
     from nnhal.vectors import find_vector_files, load_vectors, operations_used
 
-    allowed = _operation_names(args.operations) if args.operations else None
     tests = []
     for f in find_vector_files(args.paths):
         tests.extend(load_vectors(f))
@@ -445,7 +447,8 @@ def cmd_vectors(args: argparse.Namespace) -> int:
         raise CliError("no test models to run (check the paths and --filter)")
     dump = Path(args.dump_outputs) if args.dump_outputs else None
     with _device(args) as dev:
-        results = run_vectors(dev, tests, progress=not args.no_progress, dump_dir=dump)
+        # a bar on stderr only when it is a terminal (not with --quiet/--no-progress)
+        results = run_vectors(dev, tests, progress=progress_wanted(args), dump_dir=dump)
     for r in results:
         if r.result == FAILED or (args.verbose and r.result == SKIPPED):
             print(f"{r.result.upper()} {r.name}: {r.error}", flush=True)
@@ -474,6 +477,12 @@ def _oracle(args: argparse.Namespace) -> AbstractContextManager[Any]:
 def cmd_cts(args: argparse.Namespace) -> int:
     from nnhal.cts.cli import run_cts  # lazily: nnhal never imports cts at import time
 
+    # the files named must exist (a file error, exit 1); the suite's own option errors
+    # below are usage errors
+    if args.expectations:
+        readable_file(args.expectations, "--expectations")
+    for path in [*(args.vectors or []), *(args.specs or [])]:
+        readable_file(path, folder_ok=True)
     try:
         return run_cts(args, lambda: _device(args), lambda: _oracle(args))
     except ValueError as e:  # bad options, expectations file, ...
@@ -631,6 +640,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--dump-outputs", metavar="DIR", help="write DIR/<name>.npz with out0, out1, ..."
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    import_module("nnhal.tools.progress").add_quiet_option(p)
     p.add_argument("-v", "--verbose", action="store_true", help="also list skipped models")
     _add_device_args(p)
     _runtime().add_runtime_args(p)
@@ -803,4 +813,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    # `python -m nnhal.tools.cli`: run the imported module's main, not this copy's, so
+    # that CliError raised by the other command modules (which import nnhal.tools.cli)
+    # is the class main catches
+    from nnhal.tools.cli import main as _main
+
+    sys.exit(_main())

@@ -17,6 +17,19 @@ import sys
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
+class _Stderr(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time of each line (a test harness
+    or a caller may replace it after the handler was made)."""
+
+    @property  # type: ignore[override]
+    def stream(self):  # noqa: ANN201
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value) -> None:  # noqa: ANN001
+        pass
+
+
 _handler: logging.Handler | None = None
 
 
@@ -30,7 +43,7 @@ def configure(level: str | int = logging.WARNING) -> None:
         level = getattr(logging, level.upper())
     root = logging.getLogger()
     if _handler is None or _handler not in root.handlers:
-        _handler = logging.StreamHandler(sys.stderr)
+        _handler = _Stderr()
         _handler.setFormatter(logging.Formatter(FORMAT))
         root.addHandler(_handler)
     root.setLevel(level)

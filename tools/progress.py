@@ -36,7 +36,8 @@ def progress_wanted(args: argparse.Namespace, stream: TextIO | None = None) -> b
 
 class Status:
     """One status line on ``stream``, rewritten in place (``\\r``), throttled to one
-    update per ``every`` seconds; ``close`` ends the line. Disabled: does nothing."""
+    update per ``every`` seconds -- except when the phase (the text before its first
+    ":") changes, shown at once; ``close`` clears the line. Disabled: does nothing."""
 
     def __init__(
         self, enabled: bool, prefix: str, every: float = 1.0, stream: TextIO | None = None
@@ -46,15 +47,18 @@ class Status:
         self.every = every
         self.stream = stream or sys.stderr
         self._last = -float("inf")
+        self._phase: str | None = None
         self._shown = False
 
     def update(self, text: str, force: bool = False) -> None:
         if not self.enabled:
             return
         now = time.monotonic()
-        if not force and now - self._last < self.every:
+        phase = text.split(":", 1)[0]
+        if not force and phase == self._phase and now - self._last < self.every:
             return
         self._last = now
+        self._phase = phase
         # \r back to the line's start, \x1b[K clears what a longer earlier line left
         self.stream.write(f"\r{self.prefix}: {text}\x1b[K")
         self.stream.flush()
