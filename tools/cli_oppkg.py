@@ -106,7 +106,10 @@ def cmd_list(args: argparse.Namespace) -> int:
         print("no op packages (give --op-package PATH, or install a generated package)")
     # a path given that could not be loaded is what was asked for failing: exit 1
     given = {str(p) for p in args.op_package or ()}
-    return EXIT_FAILED if any(str(s.source) in given for s in skipped) else EXIT_OK
+    failed = [s for s in skipped if str(s.source) in given]
+    for s in failed:
+        _err("nnhal oppkg list", f"--op-package {s.source}: {s.error}")
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def package_backend(values: list[str] | str | None, profile: str | None = None) -> str | None:
