@@ -117,7 +117,12 @@ def cmd_bench_suite(args: argparse.Namespace) -> int:
     if args.model:
         readable_file(args.model, "--model")
     if args.inputs:
-        readable_file(args.inputs, "--inputs")
+        from nnhal.tools.npz_inputs import load_npz
+
+        try:  # one line for a file that is no .npz archive (not numpy's about pickles)
+            load_npz(readable_file(args.inputs, "--inputs"))
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
     if args.plot:  # asked for: fail now, not after the whole run
         require("matplotlib", "--plot", "plot")
     if args.model and args.model.lower().endswith(".tflite") and not args.suite:
