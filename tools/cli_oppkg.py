@@ -226,6 +226,8 @@ def cmd_test(args: argparse.Namespace) -> int:
     from nnhal.tools.cli import readable_file
 
     readable_file(args.package, folder_ok=True)  # a missing file: exit 1, as everywhere
+    if args.reference and (args.reference.endswith(".py") or "/" in args.reference):
+        readable_file(args.reference, "--reference")  # a file, not a module name
     return run_package_test(
         args.package,
         reference=args.reference,
