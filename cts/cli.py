@@ -33,6 +33,7 @@ from nnhal.cts.report import (
 )
 from nnhal.cts.suite import Config, collect, run_suite
 from nnhal.cts.target import Options
+
 from nnhal.suggest import unknown_names
 
 __all__ = ["config_from_args", "run_cts"]

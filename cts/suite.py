@@ -24,6 +24,7 @@ from nnhal.cts.families import DEFAULT_FAMILIES, FAMILIES, Library, family_modul
 from nnhal.cts.report import skipped_families
 from nnhal.cts.runner import Runner
 from nnhal.cts.target import Options, Target
+
 from nnhal.suggest import unknown_names
 
 __all__ = ["Config", "Report", "collect", "run_suite"]

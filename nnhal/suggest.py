@@ -1,4 +1,4 @@
-""""Did you mean" for names people type (operation and operand-type names, conformance
+"""The "did you mean" for names people type (operation and operand-type names, conformance
 families, workloads, profiles, TOML keys): the closest known names by ``difflib``.
 
 Here, in the contract layer, so that every layer that takes such a name (the

@@ -331,6 +331,7 @@ class UnknownWorkload(ValueError):
 def suite(names: list[str] | None = None) -> list[Workload]:
     """The built-in workloads (all, or those named)."""
     from nnhal.tools.bench_decode import greedy, lstm_decode
+
     from nnhal.suggest import unknown_names
 
     makers = {

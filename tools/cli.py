@@ -41,22 +41,22 @@ import os
 # nothing that imports grpc before this line. The user's own setting wins.
 os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
-import argparse  # noqa: E402
-import fnmatch  # noqa: E402
-import json  # noqa: E402
-import math  # noqa: E402
-import sys  # noqa: E402
+import argparse
+import fnmatch
+import json
+import math
+import sys
 import time
-from collections.abc import Sequence  # noqa: E402
-from contextlib import AbstractContextManager  # noqa: E402
-from importlib import import_module  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from importlib import import_module
+from pathlib import Path
+from typing import Any
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import nnhal  # noqa: E402
-from nnhal import DEFAULT_ADDRESS  # noqa: E402
+import nnhal
+from nnhal import DEFAULT_ADDRESS
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 #: 128 + SIGPIPE: what a shell shows for a writer whose reader went away
@@ -123,17 +123,23 @@ def _load_profile(profile: str | None) -> Any:
     """The profile, or a CliError: an unknown built-in name is a usage error (with the
     closest names), a missing or bad profile file a file error."""
     from nnhal.driver.profile import builtin_profiles, load_profile
+
     from nnhal.suggest import unknown_names
 
     try:
         return load_profile(profile)
     except ValueError as e:  # ProfileError
         text = str(profile)
-        if os.sep not in text and "/" not in text and not text.endswith(".toml") and not (
-            Path(text).exists()
+        if (
+            os.sep not in text
+            and "/" not in text
+            and not text.endswith(".toml")
+            and not (Path(text).exists())
         ):
             names = unknown_names("profile", [text], builtin_profiles())
-            raise CliError(f"{names}: not a built-in profile and no such file", EXIT_USAGE) from None
+            raise CliError(
+                f"{names}: not a built-in profile and no such file", EXIT_USAGE
+            ) from None
         raise CliError(str(e), EXIT_FAILED) from None
 
 
@@ -279,7 +285,9 @@ def _read_inputs(path: str, test: Any) -> list[np.ndarray | None]:
         operand = main.operands[idx]
         try:
             out.append(
-                fit_operand(data[key], operand.type, operand.dimensions, f"{path}: input {k} ({key})")
+                fit_operand(
+                    data[key], operand.type, operand.dimensions, f"{path}: input {k} ({key})"
+                )
             )
         except ValueError as e:
             raise CliError(str(e)) from None
@@ -383,7 +391,9 @@ def _run_traced(args: argparse.Namespace, test: Any, inputs: list, loop_ns: int 
     from nnhal.errors import HalError
 
     if args.target:
-        raise CliError("--trace runs the model in this process; it cannot take --target", EXIT_USAGE)
+        raise CliError(
+            "--trace runs the model in this process; it cannot take --target", EXIT_USAGE
+        )
     if args.deadline_ms is not None:
         raise CliError("--trace takes no --deadline-ms (a traced run is not timed)", EXIT_USAGE)
     device = Device(_load_profile(args.profile))
@@ -413,9 +423,8 @@ def _run_traced(args: argparse.Namespace, test: Any, inputs: list, loop_ns: int 
 
 
 def _operation_names(values: Sequence[str]) -> set[str]:
-    from nnhal.types import OperationType
-
     from nnhal.suggest import unknown_names
+    from nnhal.types import OperationType
 
     names = {n.strip().upper() for v in values for n in v.split(",") if n.strip()}
     unknown = sorted(n for n in names if n not in OperationType.__members__)

@@ -200,8 +200,8 @@ def cmd_bench_models(args: argparse.Namespace) -> int:
     from nnhal.tools.bench_suite import print_table, run_suite
     from nnhal.tools.bench_threads import AUTO
     from nnhal.tools.bench_workloads import suite
-
     from nnhal.tools.optional import require
+
     from nnhal.suggest import unknown_names
 
     if args.rounds < 1:

@@ -17,16 +17,17 @@ import sys
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
+
 class _Stderr(logging.StreamHandler):
     """Writes to whatever ``sys.stderr`` is at the time of each line (a test harness
     or a caller may replace it after the handler was made)."""
 
     @property  # type: ignore[override]
-    def stream(self):  # noqa: ANN201
+    def stream(self):
         return sys.stderr
 
     @stream.setter
-    def stream(self, value) -> None:  # noqa: ANN001
+    def stream(self, value) -> None:
         pass
 
 

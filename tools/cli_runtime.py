@@ -281,9 +281,8 @@ def cmd_vectors(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     devices = _devices(args)
     results, fallbacks, spanning = [], 0, 0
-    from tqdm import tqdm
-
     from nnhal.tools.progress import progress_wanted
+    from tqdm import tqdm
 
     bar = tqdm(tests, file=sys.stderr, disable=not progress_wanted(args), unit="model")
     try:

@@ -139,8 +139,8 @@ def test_import_onnx_without_onnx_fails_with_the_extra(monkeypatch, tmp_path, ca
 
 
 def test_fuzz_engine_atheris_without_atheris_fails_with_the_extra(monkeypatch, capsys):
-    from nnhal.tools.fuzz.runner import main as fuzz_main
     from nnhal.tools.fuzz.runner import TARGET_NAMES
+    from nnhal.tools.fuzz.runner import main as fuzz_main
 
     monkeypatch.setitem(sys.modules, "atheris", None)
     monkeypatch.setattr("nnhal.tools.fuzz.runner._limit_memory", lambda gib: None)
@@ -151,7 +151,6 @@ def test_fuzz_engine_atheris_without_atheris_fails_with_the_extra(monkeypatch, c
 
 def test_every_extra_named_exists_in_pyproject():
     import tomllib
-
     from nnhal.tools.optional import EXTRAS
 
     extras = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"][
@@ -172,15 +171,15 @@ def test_every_extra_named_exists_in_pyproject():
         (["bench", "--suite", "control-flow", "--workload", "fibonaci"],
          "nnhal bench: error: unknown workload 'fibonaci' (did you mean 'fibonacci'?)"),
         (["bench", "--suite", "models", "--workload", "mobilenet-f3"],
-         "nnhal bench: error: unknown models workload 'mobilenet-f3' (did you mean "
-         "'mobilenet-f32' or 'mobilenet-q8'?)"),
+         ("nnhal bench: error: unknown models workload 'mobilenet-f3' (did you mean "
+          "'mobilenet-f32' or 'mobilenet-q8'?)")),
         (["vectors", FIB, "--operations", "ADD,WHIEL"],
          "nnhal vectors: error: --operations: unknown operation 'WHIEL' (did you mean 'WHILE'?)"),
         (["cts", "--families", "generatd", "--no-corpus"],
          "nnhal cts: error: --families: unknown family 'generatd' (did you mean 'generated'?)"),
         (["run", FIB, "--profile", "exmple-npu"],
-         "nnhal run: error: unknown profile 'exmple-npu' (did you mean 'example-npu'?): not a "
-         "built-in profile and no such file"),
+         ("nnhal run: error: unknown profile 'exmple-npu' (did you mean 'example-npu'?): not a "
+          "built-in profile and no such file")),
     ],
 )  # fmt: skip
 def test_unknown_names_are_one_line_with_did_you_mean(capsys, argv, line):
@@ -190,12 +189,12 @@ def test_unknown_names_are_one_line_with_did_you_mean(capsys, argv, line):
 
 
 def test_did_you_mean_in_the_libraries_that_take_names():
+    from nnhal.cts.dsl import _op_code, _type_code
     from nnhal.driver.evaluate import evaluate
     from nnhal.driver.faults import parse_rules
     from nnhal.driver.profile import parse_profile
 
     from nnhal.builder import ModelBuilder
-    from nnhal.cts.dsl import _op_code, _type_code
     from nnhal.errors import HalError
 
     g = ModelBuilder().main
@@ -293,8 +292,10 @@ def test_a_file_that_is_no_npz_is_one_clear_line(tmp_path, capsys):
     code, _, err = run(capsys, "run", FIB, "--inputs", str(text))
     assert code == 1
     assert err.splitlines() == [
-        f"nnhal run: error: {text}: not an .npz file (np.savez writes one: a zip archive of "
-        ".npy arrays)"
+        (
+            f"nnhal run: error: {text}: not an .npz file (np.savez writes one: a zip archive "
+            "of .npy arrays)"
+        )
     ]
     assert "pickle" not in err
     npy = tmp_path / "one.npz"
