@@ -45,14 +45,13 @@ def add_parsers(sub: Any) -> None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from nnhal.tools.cli import CliError, readable_file
+    from nnhal.tools.cli import CliError
     from nnhal.tools.optional import require
 
     suffix = Path(args.model).suffix.lower()
     if suffix not in FORMATS:
         known = ", ".join(sorted(FORMATS))
         raise CliError(f"{args.model}: unknown model format {suffix!r} (known: {known})", 2)
-    readable_file(args.model)  # a missing file: exit 1
     if suffix == ".onnx":  # the ONNX importer reads the file with the onnx package
         require("onnx", "importing an ONNX model", "onnx")
     return int(_cli(FORMATS[suffix]).run(args))
