@@ -70,6 +70,9 @@ def add_bench_parser(sub, legacy: Callable[[argparse.Namespace], int]) -> None:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_quiet_option(p)
     p.add_argument("--profile", metavar="NAME|PATH", help="device profile of the driver")
+    from nnhal.tools.cli_oppkg import add_serve_options
+
+    add_serve_options(p)  # --op-package, --package-backend: the driver's op packages
     add_threads_option(p)
     p.set_defaults(func=cmd_bench_suite, bench=None)
 
@@ -171,6 +174,7 @@ def cmd_bench_suite(args: argparse.Namespace) -> int:
         profile_ops=not args.no_profile,
         progress=progress_wanted(args),
         device_profile=args.profile,
+        device_options=_device_options(args),
     )
     print_table(doc, args.compare)
     if args.targets:
@@ -188,6 +192,16 @@ def cmd_bench_suite(args: argparse.Namespace) -> int:
 
         print(f"plots: {', '.join(write_plots(doc, args.plot))}")
     return EXIT_OK if doc["ok"] else EXIT_FAILED
+
+
+def _device_options(args: argparse.Namespace) -> dict:
+    """The op packages (``--op-package``, installed ones) and ``--package-backend`` of the
+    benchmarked driver, loaded as ``nnhal serve`` loads them."""
+    from nnhal.tools.cli import _load_profile
+    from nnhal.tools.cli_oppkg import local_options
+
+    _load_profile(args.profile)  # a bad profile: its own message before packages load
+    return local_options(args)
 
 
 def cmd_bench_models(args: argparse.Namespace) -> int:
