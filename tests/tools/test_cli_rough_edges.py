@@ -460,6 +460,7 @@ def _run_with_stderr_on_a_tty(argv: list[str], timeout: float) -> tuple[int, str
     return proc.returncode, out.decode(), b"".join(chunks).decode(errors="replace")
 
 
+@pytest.mark.slow  # three subprocess runs
 def test_vectors_progress_only_on_a_terminal_and_not_with_quiet():
     argv = ["vectors", str(VECTORS), "--filter", "add/*"]
     code, out, err = _run_with_stderr_on_a_tty(argv, timeout=120)
