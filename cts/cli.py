@@ -34,6 +34,8 @@ from nnhal.cts.report import (
 from nnhal.cts.suite import Config, collect, run_suite
 from nnhal.cts.target import Options
 
+from nnhal.suggest import unknown_names
+
 __all__ = ["config_from_args", "run_cts"]
 
 _SHOWN = {Outcome.FAILED, Outcome.TIMEOUT, Outcome.ERROR, Outcome.XPASS}
@@ -45,7 +47,7 @@ def _families(values: list[str] | None, vectors: bool) -> tuple[str, ...]:
     names = [n.strip() for v in values for n in v.split(",") if n.strip()]
     unknown = [n for n in names if n not in FAMILIES]
     if unknown:
-        raise ValueError(f"--families: unknown {unknown}; known: {', '.join(FAMILIES)}")
+        raise ValueError(f"--families: {unknown_names('family', unknown, FAMILIES)}")
     return tuple(dict.fromkeys(names))
 
 

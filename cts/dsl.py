@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from nnhal.suggest import did_you_mean
 from nnhal.types import OPERAND_TYPE_INFO, OperandType, OperationType, type_name
 
 __all__ = [
@@ -175,7 +176,8 @@ def _type_code(t: Any) -> int:
         try:
             return int(OperandType[t])
         except KeyError:
-            raise SpecError(f"unknown operand type {t!r}") from None
+            hint = did_you_mean(t, OperandType.__members__)
+            raise SpecError(f"unknown operand type {t!r}{hint}") from None
     return int(t)
 
 
@@ -184,7 +186,8 @@ def _op_code(t: Any) -> int:
         try:
             return int(OperationType[t])
         except KeyError:
-            raise SpecError(f"unknown operation type {t!r}") from None
+            hint = did_you_mean(t, OperationType.__members__)
+            raise SpecError(f"unknown operation type {t!r}{hint}") from None
     return int(t)
 
 

@@ -25,6 +25,8 @@ from nnhal.cts.report import skipped_families
 from nnhal.cts.runner import Runner
 from nnhal.cts.target import Options, Target
 
+from nnhal.suggest import unknown_names
+
 __all__ = ["Config", "Report", "collect", "run_suite"]
 
 
@@ -44,7 +46,7 @@ class Config:
     def __post_init__(self) -> None:
         unknown = [f for f in self.families if f not in FAMILIES]
         if unknown:
-            raise ValueError(f"unknown families {unknown}; known: {', '.join(FAMILIES)}")
+            raise ValueError(unknown_names("family", unknown, FAMILIES))
 
 
 @dataclass

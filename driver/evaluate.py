@@ -39,6 +39,7 @@ from nnhal.driver.ops.registry import T
 
 from nnhal.builder import ModelBuilder
 from nnhal.errors import InvalidArgument
+from nnhal.suggest import did_you_mean
 from nnhal.types import OperandType, OperationType
 from nnhal.validation import validate_model
 
@@ -81,7 +82,10 @@ def _operation(operation: int | str) -> int:
         try:
             return int(OperationType[operation.upper()])
         except KeyError:
-            raise InvalidArgument(f"unknown operation {operation!r} (see `nnhal ops`)") from None
+            hint = did_you_mean(operation, OperationType.__members__)
+            raise InvalidArgument(
+                f"unknown operation {operation!r}{hint} (see `nnhal ops`)"
+            ) from None
     return int(operation)
 
 

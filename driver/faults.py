@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from nnhal.errors import HalError, InvalidArgument, OutputInsufficientSize
+from nnhal.suggest import did_you_mean
 from nnhal.types import ErrorStatus, OperationType, OutputShape
 
 if sys.version_info >= (3, 11):
@@ -92,11 +93,18 @@ class Rule:
     count: int = 0
 
     def describe(self) -> dict[str, Any]:
+        """Every setting in force, under its [faults] key (defaults included, so the
+        echo of `nnhal faults` is the whole rule as the driver reads it)."""
         out: dict[str, Any] = {"rule": self.index, "method": self.method, "when": self.when}
         if self.operation is not None:
             out["operation"] = OperationType(self.operation).name
         if self.status is not None:
             out["status"] = self.status.name
+        out["n"] = self.n
+        out["probability"] = self.probability
+        out["latency_ms"] = self.latency_ms
+        out["latency_per_operation_us"] = self.per_op_us
+        out["latency_from_capabilities_us"] = self.caps_us
         return out
 
 
@@ -132,7 +140,8 @@ def parse_rules(table: Mapping[str, Any] | None) -> tuple[int, bool, list[Rule]]
         if "operation" in raw:
             name = raw["operation"]
             if name not in OperationType.__members__:
-                raise _fail(f"{where}.operation", f"unknown OperationType {name!r}")
+                hint = did_you_mean(name, OperationType.__members__) if isinstance(name, str) else ""
+                raise _fail(f"{where}.operation", f"unknown OperationType {name!r}{hint}")
             rule.operation = int(OperationType[name])
         if "status" in raw:
             name = raw["status"]

@@ -24,6 +24,7 @@ from typing import Any
 
 from nnhal.driver.limits import DEFAULT_LIMITS, Limits, parse_limits
 
+from nnhal.suggest import did_you_mean
 from nnhal.types import (
     Capabilities,
     DeviceType,
@@ -294,8 +295,9 @@ class _Parser:
             raise self.error(prefix.rstrip("."), f"must be a table, got {_show(table)}")
         for key in table:
             if key not in allowed:
+                hint = did_you_mean(str(key), allowed)
                 raise self.error(
-                    f"{prefix}{key}", f"unknown key; allowed: {', '.join(sorted(allowed))}"
+                    f"{prefix}{key}", f"unknown key{hint}; allowed: {', '.join(sorted(allowed))}"
                 )
 
     def _positive_int(self, value: Any, key: str, maximum: int | None = None) -> int:
@@ -326,9 +328,10 @@ class _Parser:
         codes = set()
         for i, item in enumerate(value):
             if not isinstance(item, str) or item not in enum_cls.__members__:
+                hint = did_you_mean(item, enum_cls.__members__) if isinstance(item, str) else ""
                 raise self.error(
                     f"{key}[{i}]",
-                    f"unknown {enum_cls.__name__} {_show(item)}; expected a HAL name "
+                    f"unknown {enum_cls.__name__} {_show(item)}{hint}; expected a HAL name "
                     f"such as {next(iter(enum_cls)).name}",
                 )
             codes.add(int(enum_cls[item]))

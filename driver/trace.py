@@ -22,6 +22,7 @@ from nnhal.types import ErrorStatus, OperationType
 
 MAX_ENTRIES = 10000
 _SHORT = 8  # repeated scalars longer than this are shown as a count
+_DEPTH = 3  # nested messages deeper than this are shown by their type's name
 
 
 def _op_name(code: int) -> str:
@@ -47,8 +48,17 @@ def _repeated(field: Any) -> bool:
     return bool(flag) if flag is not None else field.label == field.LABEL_REPEATED
 
 
-def brief(message: Any) -> dict[str, Any]:
-    """A short, JSON-able summary of a request message's set fields."""
+def _nested(message: Any, depth: int) -> Any:
+    """A field holding a message: its set fields' values (None when none is set: an
+    unset Optional* is "none"); past ``_DEPTH`` levels, just the type's name."""
+    if depth >= _DEPTH:
+        return message.DESCRIPTOR.name
+    inner = brief(message, depth + 1)
+    return inner or None
+
+
+def brief(message: Any, depth: int = 0) -> dict[str, Any]:
+    """A short, JSON-able summary of a request message's set fields, with their values."""
     out: dict[str, Any] = {}
     for field, value in message.ListFields():
         name = field.name
@@ -63,8 +73,8 @@ def brief(message: Any) -> dict[str, Any]:
         elif field.message_type is not None:
             if _repeated(field):
                 out[name] = f"{len(value)} {field.message_type.name}"
-            else:
-                out[name] = field.message_type.name
+            else:  # its values (an OptionalTimePoint: its nanoseconds, or None when unset)
+                out[name] = _nested(value, depth)
         elif _repeated(field):
             out[name] = list(value) if len(value) <= _SHORT else f"{len(value)} values"
         elif isinstance(value, bytes):

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from nnhal.suggest import did_you_mean
 from nnhal.types import (
     OPERAND_TYPE_INFO,
     DataLocation,
@@ -74,7 +75,8 @@ def _operand_type(t: TypeLike) -> int:
         try:
             return int(OperandType[t])
         except KeyError:
-            raise ValueError(f"unknown operand type name {t!r}") from None
+            hint = did_you_mean(t, OperandType.__members__)
+            raise ValueError(f"unknown operand type name {t!r}{hint}") from None
     return int(t)
 
 
@@ -83,7 +85,8 @@ def _operation_type(t: OpLike) -> int:
         try:
             return int(OperationType[t])
         except KeyError:
-            raise ValueError(f"unknown operation type name {t!r}") from None
+            hint = did_you_mean(t, OperationType.__members__)
+            raise ValueError(f"unknown operation type name {t!r}{hint}") from None
     return int(t)
 
 

@@ -8,7 +8,11 @@
   standard deviation and spread ((p90 - p10) / p50) of samples in µs.
 - ``two_point_fit``: per-iteration cost and fixed cost per call from the
   medians at two trip counts: ``per = (t2 - t1) / (n2 - n1)``,
-  ``fixed = t1 - per * n1``.
+  ``fixed = t1 - per * n1``. The fit is *noisy* when ``t2 - t1`` is not larger
+  than the noise of the samples at either point (their p90 - p10) -- a
+  negative cost is always noisy: the difference the fit rests on is then
+  within what the timings scatter by, so its cost (and any ratio to it) is
+  no measurement; tables show ``noisy`` instead of such figures.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ class Stats:
     mean: float
     stdev: float
     spread: float  # (p90 - p10) / p50
+    p10: float = 0.0
 
     @classmethod
     def of(cls, samples: list[float]) -> Stats:
@@ -52,6 +57,7 @@ class Stats:
             mean=float(a.mean()),
             stdev=float(statistics.stdev(samples)) if len(samples) > 1 else 0.0,
             spread=float((p90 - p10) / p50) if p50 > 0 else math.inf,
+            p10=float(p10),
         )
 
     def as_dict(self) -> dict:
@@ -104,20 +110,32 @@ class Fit:
     per_iteration_us: float
     fixed_us: float
     points: tuple[tuple[int, float], ...]  # (iterations, median µs)
+    noise_us: float = 0.0  # the larger p90 - p10 of the samples at the two points
+    noisy: bool = False  # t2 - t1 <= noise_us: the cost is not measured
 
     def as_dict(self) -> dict:
         return {
             "per_iteration_us": self.per_iteration_us,
             "fixed_us": self.fixed_us,
             "points": [list(p) for p in self.points],
+            "noise_us": self.noise_us,
+            "noisy": self.noisy,
         }
 
 
-def two_point_fit(points: list[tuple[int, float]]) -> Fit | None:
-    """The fit through the fewest and the most iterations (None without two distinct counts)."""
+def two_point_fit(
+    points: list[tuple[int, float]], noise: dict[int, float] | None = None
+) -> Fit | None:
+    """The fit through the fewest and the most iterations (None without two distinct counts).
+
+    ``noise``: per iteration count, how far the samples there scatter (µs, p90 - p10);
+    the fit is noisy when the rise between its two points is not larger than that, and
+    whenever it is not positive.
+    """
     pts = sorted(points)
     if len(pts) < 2 or pts[0][0] == pts[-1][0]:
         return None
     (n1, t1), (n2, t2) = pts[0], pts[-1]
     per = (t2 - t1) / (n2 - n1)
-    return Fit(per, t1 - per * n1, tuple(pts))
+    scatter = max((noise or {}).get(n1, 0.0), (noise or {}).get(n2, 0.0))
+    return Fit(per, t1 - per * n1, tuple(pts), scatter, t2 - t1 <= scatter)

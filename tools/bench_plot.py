@@ -11,15 +11,13 @@ from __future__ import annotations
 import os
 
 
-def write_plots(doc: dict, directory: str) -> list[str] | str:
-    """The files written, or why none were (matplotlib missing)."""
-    try:
-        import matplotlib
+def write_plots(doc: dict, directory: str) -> list[str]:
+    """The files written; MissingDependency (``nnhal.tools.optional``) without matplotlib."""
+    from nnhal.tools.optional import require
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as exc:
-        return f"skipped: {exc} (pip install 'nnhal[plot]')"
+    matplotlib = require("matplotlib", "--plot", "plot")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     os.makedirs(directory, exist_ok=True)
     written: list[str] = []
     for w in doc["workloads"]:
@@ -67,7 +65,7 @@ def write_plots(doc: dict, directory: str) -> list[str] | str:
         xs, ys = [], []
         for i, w in enumerate(doc["workloads"]):
             fit = w["fit"].get(way)
-            if fit and fit["per_iteration_us"] > 0:
+            if fit and not fit.get("noisy") and fit["per_iteration_us"] > 0:
                 xs.append(i + k * width)
                 ys.append(fit["per_iteration_us"])
         ax.bar(xs, ys, width=width, label=way)

@@ -262,14 +262,15 @@ def print_rows(rows: list[dict], out: Any = None) -> None:
 
 
 def cmd_bench_runtime(args: argparse.Namespace) -> int:
-    """``nnhal bench --runtime``: usage errors exit 2 through the bench parser."""
+    """``nnhal bench --runtime``: usage errors exit 2, a bad model file 1 (one line each)."""
     import json
 
     from nnhal.tools.bench_threads import apply, threads_line
+    from nnhal.tools.cli import CliError
+    from nnhal.tools.cli_bench import _usage as usage
 
     from nnhal.errors import HalError
 
-    usage = args.bench_parser.error
     if args.suite:
         usage("--runtime measures the runtime's overhead; it does not run a --suite")
     if args.rounds < 1:
@@ -281,8 +282,8 @@ def cmd_bench_runtime(args: argparse.Namespace) -> int:
     apply(args.threads)
     try:
         cases = [file_case(args.model, args.name)] if args.model else builtin_cases(DEFAULT_SIZES)
-    except (ValueError, OSError) as exc:
-        usage(str(exc))
+    except (ValueError, OSError) as exc:  # the model file's fault: a data error
+        raise CliError(str(exc)) from None
     print(threads_line())
     try:
         rows = run_bench(cases, args.runtime_targets or [], args.rounds)

@@ -196,6 +196,7 @@ def _run_workload(h, w: Workload, params, rounds, min_time, warmup, ort_skip) ->
         h, w, None if peer is None else (lambda: bench_onnx.session(peer))
     )
     points: dict[str, list[tuple[int, float]]] = {}
+    noise: dict[str, dict[int, float]] = {}  # way -> iterations -> p90 - p10 (µs)
     medians: dict[str, float] = {}
     for param in params:
         inputs = w.inputs(param)
@@ -234,10 +235,11 @@ def _run_workload(h, w: Workload, params, rounds, min_time, warmup, ort_skip) ->
             )
             entry["ok"] = entry["ok"] and problem is None
             points.setdefault(way, []).append((iterations or 0, stats.p50))
+            noise.setdefault(way, {})[iterations or 0] = stats.p90 - stats.p10
             medians[way] = stats.p50
     entry["fit"] = {}
     for way, pts in points.items():
-        fit = two_point_fit(pts)
+        fit = two_point_fit(pts, noise.get(way))
         entry["fit"][way] = None if fit is None else fit.as_dict()
     if "grpc" in medians and "prepared" in medians:
         entry["transport_us"] = medians["grpc"] - medians["prepared"]
@@ -267,14 +269,20 @@ def print_table(doc: dict, compare: bool, out=None) -> None:
             head += f" {'vs ort':>7} {'vs numpy':>8}"
         print(head + "  outputs", file=out)
         last = {c["way"]: c for c in w["cases"] if c["param"] == w["cases"][-1]["param"]}
+        noisy: list[str] = []
         fits = w["fit"]
-        ref_ort = (fits.get("onnxruntime") or {}).get("per_iteration_us")
-        ref_np = (fits.get("numpy") or {}).get("per_iteration_us")
+        ref_ort = _measured(fits.get("onnxruntime"))
+        ref_np = _measured(fits.get("numpy"))
         for way, case in last.items():
             fit = fits.get(way) or {}
-            per = fit.get("per_iteration_us")
+            per = _measured(fit)
+            if fit.get("noisy"):  # the two points differ by less than their scatter
+                costs = f"{'noisy':>9} {'-':>9}"
+                noisy.append(way)
+            else:
+                costs = f"{_f(per):>9} {_f(fit.get('fixed_us')):>9}"
             row = (
-                f"  {way:<12} {_f(per):>9} {_f(fit.get('fixed_us')):>9} "
+                f"  {way:<12} {costs} "
                 f"{case['stats']['p50']:>10.1f} {case['stats']['p99']:>10.1f}"
             )
             if compare:
@@ -282,6 +290,13 @@ def print_table(doc: dict, compare: bool, out=None) -> None:
             agree = all(c["agree"] for c in w["cases"] if c["way"] == way)
             bad = [c["problem"] for c in w["cases"] if c["way"] == way and not c["agree"]]
             print(row + ("  agree" if agree else f"  DISAGREE: {bad[0]}"), file=out)
+        if noisy:
+            print(
+                f"  noisy: {', '.join(noisy)}: the rise between the two trip counts is within "
+                "the samples' scatter (p90 - p10): no per-iteration cost or ratio (more "
+                "--rounds, or larger --trips)",
+                file=out,
+            )
         for err in w.get("errors", []):
             print(f"  {err['way']:<12} (n = {err['param']}) ERROR: {err['error']}", file=out)
         p = w["prepare"]
@@ -317,6 +332,13 @@ def print_table(doc: dict, compare: bool, out=None) -> None:
     out.flush()
 
 
+def _measured(fit: dict | None) -> float | None:
+    """A fit's per-iteration cost, None when there is none or it is noise."""
+    if not fit or fit.get("noisy"):
+        return None
+    return fit.get("per_iteration_us")
+
+
 def _f(value) -> str:
     return "-" if value is None else f"{value:.3f}"
 
@@ -332,8 +354,8 @@ def write_json(doc: dict, path: str) -> None:
 
 
 CSV_FIELDS = ["workload", "way", "param", "iterations", "agree"] + [
-    "n", "p50", "p90", "p95", "p99", "min", "max", "mean", "stdev", "spread",
-    "per_iteration_us", "fixed_us",
+    "n", "p10", "p50", "p90", "p95", "p99", "min", "max", "mean", "stdev", "spread",
+    "per_iteration_us", "fixed_us", "fit_noisy",
 ]  # fmt: skip
 
 
@@ -354,5 +376,6 @@ def write_csv(doc: dict, path: str) -> None:
                         **c["stats"],
                         "per_iteration_us": fit.get("per_iteration_us"),
                         "fixed_us": fit.get("fixed_us"),
+                        "fit_noisy": fit.get("noisy"),
                     }
                 )

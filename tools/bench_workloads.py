@@ -324,9 +324,15 @@ def rnn() -> Workload:
 # ---------------------------------------------------------------------------
 
 
+class UnknownWorkload(ValueError):
+    """A workload name the suite does not have (a usage error of ``nnhal bench``)."""
+
+
 def suite(names: list[str] | None = None) -> list[Workload]:
     """The built-in workloads (all, or those named)."""
     from nnhal.tools.bench_decode import greedy, lstm_decode
+
+    from nnhal.suggest import unknown_names
 
     makers = {
         "fibonacci": fibonacci,
@@ -339,7 +345,7 @@ def suite(names: list[str] | None = None) -> list[Workload]:
     if names:
         unknown = [n for n in names if n not in makers]
         if unknown:
-            raise ValueError(f"unknown workload(s) {unknown}; known: {sorted(makers)}")
+            raise UnknownWorkload(unknown_names("workload", unknown, makers))
         return [makers[n]() for n in names]
     return [make() for make in makers.values()]
 

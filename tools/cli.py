@@ -24,16 +24,27 @@ MODEL files use the test-vector JSON format (``nnhal.vectors``). Without
 free port, so every subcommand takes the same path as against ``nnhal serve``.
 The driver is imported lazily, per subcommand (``nnhal`` never imports
 ``driver`` at import time). Errors print one line ``nnhal <cmd>: error: ...``
-and exit non-zero; set ``NNHAL_DEBUG=1`` to see the traceback instead.
+and exit non-zero; set ``NNHAL_DEBUG=1`` to see the traceback instead. Exit
+codes: 0 done, 1 what was asked failed (a data or file error: a missing or
+unreadable file, a bad model or input, a failed execution, an optional library
+not installed), 2 the command line is wrong (usage), 130 interrupted, 141 the
+reader of the output went away (docs/commands.md has the table).
 """
 
 from __future__ import annotations
+
+import os
+
+# gRPC's C core logs connection churn (a GOAWAY when the in-process server stops, a
+# cancelled call on Ctrl-C) straight to stderr; the command's output is its own. This
+# must be set before grpc is imported: this module is the entry point, and imports
+# nothing that imports grpc before this line. The user's own setting wins.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
 
 import argparse
 import fnmatch
 import json
 import math
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -50,6 +61,8 @@ from nnhal import DEFAULT_ADDRESS
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 #: 128 + SIGPIPE: what a shell shows for a writer whose reader went away
 EXIT_BROKEN_PIPE = 141
+#: 128 + SIGINT: Ctrl-C
+EXIT_INTERRUPTED = 130
 
 
 class CliError(Exception):
@@ -107,12 +120,41 @@ def _device(args: argparse.Namespace) -> AbstractContextManager[Any]:
 
 
 def _load_profile(profile: str | None) -> Any:
-    from nnhal.driver.profile import load_profile
+    """The profile, or a CliError: an unknown built-in name is a usage error (with the
+    closest names), a missing or bad profile file a file error."""
+    from nnhal.driver.profile import builtin_profiles, load_profile
+
+    from nnhal.suggest import unknown_names
 
     try:
         return load_profile(profile)
     except ValueError as e:  # ProfileError
-        raise CliError(str(e), EXIT_USAGE) from None
+        text = str(profile)
+        if (
+            os.sep not in text
+            and "/" not in text
+            and not text.endswith(".toml")
+            and not (Path(text).exists())
+        ):
+            names = unknown_names("profile", [text], builtin_profiles())
+            raise CliError(
+                f"{names}: not a built-in profile and no such file", EXIT_USAGE
+            ) from None
+        raise CliError(str(e), EXIT_FAILED) from None
+
+
+def readable_file(path: str | os.PathLike[str], what: str = "", folder_ok: bool = False) -> Path:
+    """``path`` when it names a readable file (or folder, with ``folder_ok``); else a
+    CliError, exit 1 (a file error, not a usage error), saying why."""
+    p = Path(path)
+    label = f"{what} {os.fspath(path)}" if what else os.fspath(path)
+    if not p.exists():
+        raise CliError(f"{label}: no such file{' or folder' if folder_ok else ''}")
+    if p.is_dir() and not folder_ok:
+        raise CliError(f"{label}: is a folder, not a file")
+    if not os.access(p, os.R_OK):
+        raise CliError(f"{label}: not readable (permission denied)")
+    return p
 
 
 def _load_one(path: str, name: str | None) -> Any:
@@ -229,16 +271,14 @@ def cmd_supported(args: argparse.Namespace) -> int:
 
 
 def _read_inputs(path: str, test: Any) -> list[np.ndarray | None]:
-    """Inputs from an .npz: keys in0, in1, ... (or np.savez's arr_0, ...), or operand names."""
-    from nnhal.builder import value_to_array
+    """Inputs from an .npz: keys in0, in1, ... (or np.savez's arr_0, ...), or operand names;
+    each must fit its operand (``nnhal.tools.npz_inputs``)."""
+    from nnhal.tools.npz_inputs import fit_operand, load_npz
 
     try:
-        with np.load(path, allow_pickle=False) as npz:
-            data = {k: npz[k] for k in npz.files}
-    except FileNotFoundError:
-        raise CliError(f"{path}: no such file") from None
-    except (OSError, ValueError) as e:
-        raise CliError(f"{path}: not a readable .npz file ({e})") from None
+        data = load_npz(readable_file(path, "--inputs"))
+    except ValueError as e:
+        raise CliError(str(e)) from None
     main = test.model.main
     names = test.operand_names[0] if test.operand_names else []
     out: list[np.ndarray | None] = []
@@ -254,10 +294,15 @@ def _read_inputs(path: str, test: Any) -> list[np.ndarray | None]:
                 f"give it as one of {candidates}"
             )
         used.add(key)
+        operand = main.operands[idx]
         try:
-            out.append(value_to_array(main.operands[idx].type, data[key]))
+            out.append(
+                fit_operand(
+                    data[key], operand.type, operand.dimensions, f"{path}: input {k} ({key})"
+                )
+            )
         except ValueError as e:
-            raise CliError(f"{path}: input {k} ({key}): {e}") from None
+            raise CliError(str(e)) from None
     extra = sorted(set(data) - used)
     if extra:
         raise CliError(f"{path}: arrays {extra} match no model input")
@@ -361,7 +406,9 @@ def _run_traced(args: argparse.Namespace, test: Any, inputs: list, loop_ns: int 
     from nnhal.errors import HalError
 
     if args.target:
-        raise CliError("--trace runs the model in this process; it cannot take --target", EXIT_USAGE)
+        raise CliError(
+            "--trace runs the model in this process; it cannot take --target", EXIT_USAGE
+        )
     if args.deadline_ms is not None:
         raise CliError("--trace takes no --deadline-ms (a traced run is not timed)", EXIT_USAGE)
     device = Device(_load_profile(args.profile))
@@ -393,22 +440,28 @@ def _run_traced(args: argparse.Namespace, test: Any, inputs: list, loop_ns: int 
 
 
 def _operation_names(values: Sequence[str]) -> set[str]:
+    from nnhal.suggest import unknown_names
     from nnhal.types import OperationType
 
     names = {n.strip().upper() for v in values for n in v.split(",") if n.strip()}
     unknown = sorted(n for n in names if n not in OperationType.__members__)
     if unknown:
-        raise CliError(f"--operations: unknown operation names {unknown}", EXIT_USAGE)
+        raise CliError(
+            f"--operations: {unknown_names('operation', unknown, OperationType.__members__)}",
+            EXIT_USAGE,
+        )
     return names
 
 
 def cmd_vectors(args: argparse.Namespace) -> int:
+    allowed = _operation_names(args.operations) if args.operations else None
     if args.runtime:  # through the emulated NNAPI runtime (tools/cli_runtime.py)
         return _runtime().cmd_vectors(args)
+    from nnhal.tools.progress import progress_wanted
+
     from nnhal.vector_runner import FAILED, SKIPPED, run_vectors, summary_line, write_report
     from nnhal.vectors import find_vector_files, load_vectors, operations_used
 
-    allowed = _operation_names(args.operations) if args.operations else None
     tests = []
     for f in find_vector_files(args.paths):
         tests.extend(load_vectors(f))
@@ -420,7 +473,8 @@ def cmd_vectors(args: argparse.Namespace) -> int:
         raise CliError("no test models to run (check the paths and --filter)")
     dump = Path(args.dump_outputs) if args.dump_outputs else None
     with _device(args) as dev:
-        results = run_vectors(dev, tests, progress=not args.no_progress, dump_dir=dump)
+        # a bar on stderr only when it is a terminal (not with --quiet/--no-progress)
+        results = run_vectors(dev, tests, progress=progress_wanted(args), dump_dir=dump)
     for r in results:
         if r.result == FAILED or (args.verbose and r.result == SKIPPED):
             print(f"{r.result.upper()} {r.name}: {r.error}", flush=True)
@@ -449,6 +503,12 @@ def _oracle(args: argparse.Namespace) -> AbstractContextManager[Any]:
 def cmd_cts(args: argparse.Namespace) -> int:
     from nnhal.cts.cli import run_cts  # lazily: nnhal never imports cts at import time
 
+    # the files named must exist (a file error, exit 1); the suite's own option errors
+    # below are usage errors
+    if args.expectations:
+        readable_file(args.expectations, "--expectations")
+    for path in [*(args.vectors or []), *(args.specs or [])]:
+        readable_file(path, folder_ok=True)
     try:
         return run_cts(args, lambda: _device(args), lambda: _oracle(args))
     except ValueError as e:  # bad options, expectations file, ...
@@ -621,6 +681,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--dump-outputs", metavar="DIR", help="write DIR/<name>.npz with out0, out1, ..."
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    import_module("nnhal.tools.progress").add_quiet_option(p)
     p.add_argument("-v", "--verbose", action="store_true", help="also list skipped models")
     _add_device_args(p)
     _runtime().add_runtime_args(p)
@@ -751,17 +812,27 @@ def _oppkg() -> Any:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    # gRPC core logs connection churn (e.g. a GOAWAY when the in-process server
-    # stops) at INFO; the CLI's output is its own. Set before grpc is imported.
-    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+    from nnhal.tools.cli_logs import configure
+    from nnhal.tools.optional import MissingDependency
+
+    configure()  # time, level and logger on every log line (serve --log-level: more)
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt:
+        print("nnhal: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
     prog = f"nnhal {args.command}"
     try:
         return int(args.func(args))
     except KeyboardInterrupt:
-        print(f"{prog}: interrupted", file=sys.stderr)
-        return 130
+        # Ctrl-C: one line, no traceback; what the command opened (its in-process
+        # server, client channels) was closed by its `with` blocks on the way out
+        print(f"{prog}: interrupted", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
+    except MissingDependency as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return EXIT_FAILED
     except BrokenPipeError:
         # the reader went away (`nnhal ops | head`): end quietly, as a process killed by
         # SIGPIPE would, and keep the interpreter from complaining while it flushes stdout
@@ -783,4 +854,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    # `python -m nnhal.tools.cli`: run the imported module's main, not this copy's, so
+    # that CliError raised by the other command modules (which import nnhal.tools.cli)
+    # is the class main catches
+    from nnhal.tools.cli import main as _main
+
+    sys.exit(_main())

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 
 from nnhal.tools.bench_threads import apply, threads_line
+from nnhal.tools.progress import add_quiet_option, progress_wanted
 
 EXIT_OK, EXIT_FAILED = 0, 1
 
@@ -69,6 +70,7 @@ def add_bench_parser(sub, legacy: Callable[[argparse.Namespace], int]) -> None:
     p.add_argument("--no-peers", action="store_true", help="skip onnxruntime")
     p.add_argument("--no-profile", action="store_true", help="skip the per-operation profile")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_quiet_option(p)
     p.add_argument("--profile", metavar="NAME|PATH", help="device profile of the driver")
     p.add_argument("--runtime", action="store_true",
                    help="the emulated NNAPI runtime vs a direct execution (nnhal.tools."
@@ -80,7 +82,7 @@ def add_bench_parser(sub, legacy: Callable[[argparse.Namespace], int]) -> None:
 
     add_serve_options(p)  # --op-package, --package-backend: the driver's op packages
     add_threads_option(p)
-    p.set_defaults(func=cmd_bench_suite, bench=None, bench_parser=p)
+    p.set_defaults(func=cmd_bench_suite, bench=None)
 
     bench = p.add_subparsers(dest="bench", metavar="BENCH")
     b = bench.add_parser(
@@ -111,44 +113,68 @@ def _with_threads(run: Callable[[argparse.Namespace], int]) -> Callable[[argpars
     return wrapped
 
 
+def _usage(message: str) -> None:
+    """A usage error: one line, exit 2 (not argparse's whole usage text)."""
+    from nnhal.tools.cli import EXIT_USAGE, CliError
+
+    raise CliError(message, EXIT_USAGE)
+
+
 def cmd_bench_suite(args: argparse.Namespace) -> int:
-    """Usage errors exit 2 through argparse (as every other subcommand's)."""
-    usage = args.bench_parser.error
+    """Usage errors exit 2, file errors 1; each prints one line (``nnhal.tools.cli.main``)."""
+    from nnhal.tools.cli import CliError, readable_file
+    from nnhal.tools.optional import require
+
+    if args.model:
+        readable_file(args.model, "--model")
+    if args.inputs:
+        from nnhal.tools.npz_inputs import load_npz
+
+        try:  # one line for a file that is no .npz archive (not numpy's about pickles)
+            load_npz(readable_file(args.inputs, "--inputs"))
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+    if args.plot:  # asked for: fail now, not after the whole run
+        require("matplotlib", "--plot", "plot")
     if args.runtime or args.runtime_targets:
         if not args.runtime:
-            usage("--target goes with --runtime")
+            _usage("--target goes with --runtime")
         from nnhal.tools.bench_runtime import cmd_bench_runtime  # runtime vs direct
 
         return cmd_bench_runtime(args)
     if args.model and args.model.lower().endswith(".tflite") and not args.suite:
         if args.rounds < 1 or args.warmup < 0:
-            usage("--rounds must be >= 1 and --warmup >= 0")
+            _usage("--rounds must be >= 1 and --warmup >= 0")
         from nnhal.tools.bench_tflite import cmd_bench_tflite  # TFLite vs LiteRT
 
         return cmd_bench_tflite(args)
     if args.suite is None and args.model is None:
-        usage("choose --suite control-flow (or --model FILE), or `bench control-flow`")
+        _usage("choose --suite control-flow (or --model FILE), or `bench control-flow`")
     if args.suite == "models":
         return cmd_bench_models(args)
     if args.rounds < 1 or args.warmup < 0 or any(n < 0 for n in args.trips or []):
-        usage("--rounds must be >= 1, --warmup >= 0 and every --trips >= 0")
+        _usage("--rounds must be >= 1, --warmup >= 0 and every --trips >= 0")
+    if args.inputs and not (args.model and args.model.lower().endswith(".onnx")):
+        _usage("--inputs goes with --model MODEL.onnx")
     from nnhal.tools.bench_modes import MODES
     from nnhal.tools.bench_suite import print_table, run_suite, write_csv, write_json
-    from nnhal.tools.bench_workloads import suite, user_workload
+    from nnhal.tools.bench_workloads import UnknownWorkload, suite, user_workload
 
     apply(args.threads)
     try:
         workloads = suite(args.workload) if args.suite else []
+    except UnknownWorkload as exc:
+        _usage(str(exc))
+    try:
         if args.model and args.model.lower().endswith(".onnx"):
+            require("onnx", "--model MODEL.onnx", "onnx")
             from nnhal.tools.bench_onnx import onnx_workload
 
             workloads.append(onnx_workload(args.model, args.inputs, args.trips))
         elif args.model:
-            if args.inputs:
-                usage("--inputs goes with --model MODEL.onnx")
             workloads.append(user_workload(args.model, args.name))
-    except (ValueError, OSError) as exc:
-        usage(str(exc))
+    except (ValueError, OSError) as exc:  # the model file's fault: a data error
+        raise CliError(str(exc)) from None
     doc = run_suite(
         workloads,
         modes=tuple(args.mode or MODES),
@@ -160,7 +186,7 @@ def cmd_bench_suite(args: argparse.Namespace) -> int:
         deadline_ms=args.deadline_ms,
         peers=not args.no_peers,
         profile_ops=not args.no_profile,
-        progress=not args.no_progress and sys.stderr.isatty(),
+        progress=progress_wanted(args),
         device_profile=args.profile,
         device_options=_device_options(args),
     )
@@ -178,8 +204,7 @@ def cmd_bench_suite(args: argparse.Namespace) -> int:
     if args.plot:
         from nnhal.tools.bench_plot import write_plots
 
-        written = write_plots(doc, args.plot)
-        print(f"plots: {written}" if isinstance(written, str) else f"plots: {', '.join(written)}")
+        print(f"plots: {', '.join(write_plots(doc, args.plot))}")
     return EXIT_OK if doc["ok"] else EXIT_FAILED
 
 
@@ -203,18 +228,20 @@ def cmd_bench_models(args: argparse.Namespace) -> int:
     from nnhal.tools.bench_suite import print_table, run_suite
     from nnhal.tools.bench_threads import AUTO
     from nnhal.tools.bench_workloads import suite
+    from nnhal.tools.optional import require
 
-    usage = args.bench_parser.error
+    from nnhal.suggest import unknown_names
+
     if args.rounds < 1:
-        usage("--rounds must be >= 1")
+        _usage("--rounds must be >= 1")
     names = args.workload
     unknown = sorted(set(names or []) - set(CASES) - {"greedy"})
     if unknown:
-        usage(f"unknown models workload(s) {', '.join(unknown)}; choose from "
-              f"{', '.join([*CASES, 'greedy'])}")
-    missing = bench_onnx.available()
-    if missing:
-        usage(f"--suite models compares with onnxruntime: {missing}")
+        _usage(unknown_names("models workload", unknown, [*CASES, "greedy"]))
+    # asked for by name: a missing onnxruntime is an error (exit 1) with the install hint
+    require("onnx", "--suite models (it compares with onnxruntime)", "bench")
+    require("onnxruntime", "--suite models (it compares with onnxruntime)", "bench")
+    assert bench_onnx.available() is None
     settings = [args.threads] if args.threads is not None else [1, AUTO]
     doc: dict = {"suite": "models", "runs": []}
     ok = True

@@ -46,9 +46,12 @@ def add_parsers(sub: Any) -> None:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from nnhal.tools.cli import CliError
+    from nnhal.tools.optional import require
 
     suffix = Path(args.model).suffix.lower()
     if suffix not in FORMATS:
         known = ", ".join(sorted(FORMATS))
         raise CliError(f"{args.model}: unknown model format {suffix!r} (known: {known})", 2)
+    if suffix == ".onnx":  # the ONNX importer reads the file with the onnx package
+        require("onnx", "importing an ONNX model", "onnx")
     return int(_cli(FORMATS[suffix]).run(args))

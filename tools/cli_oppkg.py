@@ -104,7 +104,12 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"backend entry point {name} = {value}")
     if not packages and not skipped:
         print("no op packages (give --op-package PATH, or install a generated package)")
-    return EXIT_OK
+    # a path given that could not be loaded is what was asked for failing: exit 1
+    given = {str(p) for p in args.op_package or ()}
+    failed = [s for s in skipped if str(s.source) in given]
+    for s in failed:
+        _err("nnhal oppkg list", f"--op-package {s.source}: {s.error}")
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def package_backend(values: list[str] | str | None, profile: str | None = None) -> str | None:
@@ -191,15 +196,10 @@ def add_serve_options(p: argparse.ArgumentParser) -> None:
 def cmd_explain(args: argparse.Namespace) -> int:
     from nnhal.driver.backends.explain import explain_model
     from nnhal.driver.device import Device
-    from nnhal.driver.profile import load_profile
-    from nnhal.tools.cli import _load_one
+    from nnhal.tools.cli import _load_one, _load_profile
 
     test = _load_one(args.model, args.name)
-    try:
-        profile = load_profile(args.profile)
-    except ValueError as exc:
-        _err("nnhal explain", str(exc))
-        return EXIT_USAGE
+    profile = _load_profile(args.profile)  # unknown name: exit 2; missing or bad file: 1
     device = Device(profile, **device_options(args))
     for line in explain_model(device, test.model):
         print(line)
@@ -223,7 +223,11 @@ def _op_names(model: Any, extensions: Any) -> list[str]:
 
 def cmd_test(args: argparse.Namespace) -> int:
     from nnhal.driver.op_packages.kernel_test import run_package_test
+    from nnhal.tools.cli import readable_file
 
+    readable_file(args.package, folder_ok=True)  # a missing file: exit 1, as everywhere
+    if args.reference and (args.reference.endswith(".py") or "/" in args.reference):
+        readable_file(args.reference, "--reference")  # a file, not a module name
     return run_package_test(
         args.package,
         reference=args.reference,

@@ -296,8 +296,12 @@ def cmd_vectors(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     devices = _devices(args)
     results, fallbacks, spanning = [], 0, 0
+    from nnhal.tools.progress import progress_wanted
+    from tqdm import tqdm
+
+    bar = tqdm(tests, file=sys.stderr, disable=not progress_wanted(args), unit="model")
     try:
-        for t in tests:
+        for t in bar:
             r = run_test_model(devices, t, preference=PREFERENCES[args.preference], mode=args.mode)
             results.append(r.result)
             if args.dump_outputs and r.outputs:
@@ -313,6 +317,7 @@ def cmd_vectors(args: argparse.Namespace) -> int:
             if r.result.result == FAILED or (args.verbose and r.result.result == SKIPPED):
                 print(f"{r.result.result.upper()} {r.result.name}: {r.result.error}", flush=True)
     finally:
+        bar.close()
         _close(devices)
     if args.json_report:
         write_report(args.json_report, results)

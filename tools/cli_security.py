@@ -22,7 +22,6 @@ Clients: ``add_client_options`` (``--tls-ca/--tls-cert/--tls-key/--tls-server-na
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import signal
 import sys
@@ -80,11 +79,23 @@ def add_client_options(p: argparse.ArgumentParser) -> None:
     add_arguments(p)
 
 
+def check_files(args: argparse.Namespace, names: Sequence[str]) -> None:
+    """The files named by these options exist and can be read: else exit 1 (a file
+    error), before the option checks that make the rest a usage error."""
+    from nnhal.tools.cli import readable_file
+
+    for name in names:
+        path = getattr(args, name, None)
+        if path:
+            readable_file(path, f"--{name.replace('_', '-')}")
+
+
 def client_security(args: argparse.Namespace) -> Any:
     from nnhal.tools.cli import EXIT_USAGE, CliError
 
     from nnhal._client_security import ClientSecurity
 
+    check_files(args, ("tls_ca", "tls_cert", "tls_key", "token_file"))
     try:
         return ClientSecurity.from_args(args)
     except ValueError as exc:
@@ -129,6 +140,7 @@ def server_security(args: argparse.Namespace) -> Any:
 
     if args.grace < 0:
         raise CliError("--grace must be >= 0", EXIT_USAGE)
+    check_files(args, ("tls_cert", "tls_key", "tls_client_ca", "token_file"))
     try:
         return ServerSecurity.from_files(
             tls_cert=args.tls_cert,
@@ -148,9 +160,9 @@ def serve(devices: Sequence[Any], address: str, args: argparse.Namespace, label:
     from nnhal.tools.cli import EXIT_USAGE, CliError
 
     if args.log_level:
-        logging.basicConfig(
-            level=args.log_level.upper(), format="nnhal: %(levelname)s %(name)s: %(message)s"
-        )
+        from nnhal.tools.cli_logs import configure
+
+        configure(args.log_level)  # the one format: time, level, logger
     security = server_security(args)
     try:
         server, bound = create_server(

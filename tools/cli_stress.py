@@ -72,6 +72,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--profile", help="profile of the own server (without ADDR)")
     p.add_argument("--device", default="", help="the device the clients use (default: the first)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    import_module("nnhal.tools.progress").add_quiet_option(p)
     import_module("nnhal.tools.cli_security").add_client_options(p)  # TLS, token
     p.set_defaults(func=cmd_stress)
 
@@ -98,7 +99,7 @@ def parse_mix(text: str | None) -> dict[str, float]:
 
 
 def cmd_stress(args: argparse.Namespace) -> int:
-    from nnhal.tools.cli import EXIT_USAGE, CliError, _check_address
+    from nnhal.tools.cli import EXIT_USAGE, CliError, _check_address, _load_profile
     from nnhal.tools.stress import (
         StressError,
         StressOptions,
@@ -109,6 +110,8 @@ def cmd_stress(args: argparse.Namespace) -> int:
 
     if args.address and args.profile:
         raise CliError("--profile is for the own server; it cannot go with ADDR", EXIT_USAGE)
+    if args.profile:  # checked here: the own server's message would come after its start
+        _load_profile(args.profile)
     from nnhal.tools.cli_security import check_local, export_client_options
 
     if args.address:  # the client processes read them from the environment
@@ -133,10 +136,15 @@ def cmd_stress(args: argparse.Namespace) -> int:
         check_options(options)
     except StressError as exc:
         raise CliError(str(exc), EXIT_USAGE) from None
+    from nnhal.tools.progress import Status, progress_wanted
+
+    status = Status(progress_wanted(args), "nnhal stress", every=2.0)
     try:
-        report = run_stress(options)
+        report = run_stress(options, progress=status.update)
     except StressError as exc:
         raise CliError(str(exc)) from None
+    finally:
+        status.close()
     if args.json:
         print(json.dumps(report, indent=1), flush=True)
     else:

@@ -86,18 +86,27 @@ def _inputs(args: argparse.Namespace, tensors: list[Any]) -> list[np.ndarray]:
     from nnhal.tools.cli import CliError
 
     if args.inputs:
-        try:
-            data = np.load(args.inputs)
+        from nnhal.tools.cli import readable_file
+        from nnhal.tools.npz_inputs import fit_array, load_npz
+
+        try:  # one line for a file that is no .npz, and for a value its tensor cannot hold
+            data = load_npz(readable_file(args.inputs, "--inputs"))
+            missing = [f"input_{k}" for k in range(len(tensors)) if f"input_{k}" not in data]
+            if missing:
+                raise ValueError(f"{args.inputs}: no {', '.join(missing)} (has {sorted(data)})")
             arrays = [data[f"input_{k}"] for k in range(len(tensors))]
-        except (OSError, KeyError, ValueError) as e:
-            raise CliError(f"{args.inputs}: {e}") from None
-        for k, (a, t) in enumerate(zip(arrays, tensors)):
-            if tuple(a.shape) != tuple(t.shape):
-                raise CliError(
-                    f"{args.inputs}: input_{k} has shape {list(a.shape)}, tensor "
-                    f"{t.name!r} needs {list(t.shape)}"
-                )
-        return [a.astype(np.dtype(_dtype(t))) for a, t in zip(arrays, tensors)]
+            for k, (a, t) in enumerate(zip(arrays, tensors)):
+                if tuple(a.shape) != tuple(t.shape):
+                    raise ValueError(
+                        f"{args.inputs}: input_{k} has shape {list(a.shape)}, tensor "
+                        f"{t.name!r} needs {list(t.shape)}"
+                    )
+            return [
+                fit_array(a, np.dtype(_dtype(t)), f"{args.inputs}: input_{k} ({t.name!r})")
+                for k, (a, t) in enumerate(zip(arrays, tensors))
+            ]
+        except ValueError as e:
+            raise CliError(str(e)) from None
     rng = np.random.default_rng(0)
     out = []
     for t in tensors:

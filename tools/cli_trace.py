@@ -40,7 +40,7 @@ def configure_devices(devices: list[Any], args: argparse.Namespace) -> str:
         try:
             parse_rules(getattr(device.profile, "faults", None))
         except HalError as exc:
-            raise CliError(f"profile {device.profile.source}: {exc.message}", EXIT_USAGE) from None
+            raise CliError(f"profile {device.profile.source}: {exc.message}") from None
         if getattr(args, "cache_dir", None):
             # one folder per device: a cache is bound to its device anyway
             device.cache = CompilationCache(Path(args.cache_dir) / device.name)
@@ -105,7 +105,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
 
 def cmd_faults(args: argparse.Namespace) -> int:
-    from nnhal.tools.cli import EXIT_USAGE, CliError
+    from nnhal.tools.cli import EXIT_USAGE, CliError, readable_file
 
     with _control(args) as control:
         if args.offline or args.online:
@@ -116,9 +116,9 @@ def cmd_faults(args: argparse.Namespace) -> int:
             text = ""
         elif args.file:
             try:
-                text = Path(args.file).read_text()
-            except OSError as exc:
-                raise CliError(f"cannot read {args.file}: {exc}", EXIT_USAGE) from None
+                text = readable_file(args.file, "faults file").read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:  # a file error: exit 1
+                raise CliError(f"faults file {args.file}: cannot read: {exc}") from None
         else:
             raise CliError("give a TOML file, --clear, --offline or --online", EXIT_USAGE)
         _print(_checked(lambda: control.set_faults(text, device=args.device)))

@@ -35,7 +35,8 @@ import signal
 import subprocess
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -218,9 +219,22 @@ def _tasks(options: StressOptions, address: str, warmup: bool) -> list[dict[str,
     ]
 
 
-def _round(pool: ProcessPoolExecutor, tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Run one task per client process; a process that died is reported, not waited for."""
+def _round(
+    pool: ProcessPoolExecutor,
+    tasks: list[dict[str, Any]],
+    progress: Callable[[int], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Run one task per client process; a process that died is reported, not waited for.
+
+    ``progress(clients done)`` is called about once a second while the round runs.
+    """
     futures = [pool.submit(client_main, task) for task in tasks]
+    if progress is not None:
+        pending = set(futures)
+        while pending:
+            progress(len(futures) - len(pending))
+            _done, pending = wait(pending, timeout=1.0)
+        progress(len(futures))
     results = []
     for task, future in zip(tasks, futures):
         try:
@@ -277,11 +291,20 @@ def check_options(options: StressOptions) -> None:
         raise StressError("kind weights must be >= 0, and one at least > 0")
 
 
-def run_stress(options: StressOptions) -> dict[str, Any]:
-    """Run it all; the report (see ``format_report``); ``report["ok"]`` is the verdict."""
+def run_stress(
+    options: StressOptions, progress: Callable[[str], None] | None = None
+) -> dict[str, Any]:
+    """Run it all; the report (see ``format_report``); ``report["ok"]`` is the verdict.
+
+    ``progress(text)``: told what the run is doing (the phase; in the measured round,
+    the seconds gone and the clients done), often -- it throttles itself.
+    """
     from nnhal.control import Control
 
+    say = progress or (lambda text: None)
     check_options(options)
+    if options.address is None:
+        say("starting its own server")
     own = OwnServer(options.profile, options.serve_args) if options.address is None else None
     address = own.address if own is not None else options.address
     ctx = multiprocessing.get_context("spawn")
@@ -298,15 +321,26 @@ def run_stress(options: StressOptions) -> dict[str, Any]:
             with ProcessPoolExecutor(
                 options.clients, mp_context=ctx, initializer=init_worker, initargs=(barrier,)
             ) as pool:
+                say("warm-up")
                 _saturate(address, 2 * options.clients + 2)
                 warm = _round(pool, _tasks(options, address, True))
                 warm_kinds, warm_errors = _merge(warm)
                 if any(r.get("died") for r in warm):
                     raise StressError(f"a client process died in the warm-up: {warm_errors}")
+                say("resources before")
                 before = settled_usage(control, options.settle)
                 t0 = time.monotonic()
-                results = _round(pool, _tasks(options, address, False))
+                bound = f" of {options.duration:g}" if options.duration else ""
+
+                def measured(done: int) -> None:
+                    say(
+                        f"measured round: {time.monotonic() - t0:.0f} s{bound}, "
+                        f"{done}/{options.clients} clients done"
+                    )
+
+                results = _round(pool, _tasks(options, address, False), measured)
                 wall = time.monotonic() - t0
+                say("resources after (waiting for them to settle)")
                 t1 = time.monotonic()
                 after = settled_usage(control, options.settle, like=before)
                 settle_s = time.monotonic() - t1

@@ -335,8 +335,9 @@ def test_cli_serve_refuses_insecure_exposure(capsys) -> None:
     err = capsys.readouterr().err
     assert "nnhal serve: error: refusing to listen on 0.0.0.0 without TLS" in err
     assert "--allow-insecure" in err
-    assert main(["serve", "--tls-cert", "/nonexistent.pem", "--tls-key", "/x"]) == 2
-    assert "cannot read the TLS certificate" in capsys.readouterr().err
+    # a missing file is a file error (1), not a usage error
+    assert main(["serve", "--tls-cert", "/nonexistent.pem", "--tls-key", "/x"]) == 1
+    assert "--tls-cert /nonexistent.pem: no such file" in capsys.readouterr().err
 
 
 def test_tls_server_on_a_non_loopback_address(pki) -> None:
@@ -445,8 +446,8 @@ def test_cli_clients_with_tls_and_token(pki, tmp_path, capsys, monkeypatch) -> N
         assert "UNAUTHENTICATED" in capsys.readouterr().err
         assert main(["trace", address, *tls]) == 1
         assert "UNAUTHENTICATED" in capsys.readouterr().err
-        assert main(["devices", address, "--token-file", str(tmp_path / "missing")]) == 2
-        assert "cannot read the token file" in capsys.readouterr().err
+        assert main(["devices", address, "--token-file", str(tmp_path / "missing")]) == 1
+        assert "--token-file " in capsys.readouterr().err
         assert main(["run", str(model), "--token", TOKEN]) == 2  # no --target: no connection
         assert "--token configure the connection to --target" in capsys.readouterr().err
     finally:

@@ -200,7 +200,13 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("FUZZ_VECTORS", "1")
     _limit_memory(args.memory_gib)
     if args.engine == "atheris" and not args.replay:
-        import atheris
+        from nnhal.tools.optional import MissingDependency, require
+
+        try:  # asked for by name: its absence is an error with the install hint, exit 1
+            atheris = require("atheris", "--engine atheris", "fuzz")
+        except MissingDependency as exc:
+            print(f"python -m nnhal.tools.fuzz: error: {exc}", file=sys.stderr)
+            return 1
 
         with atheris.instrument_imports(include=["nnhal", "driver", "fuzz"]):
             import importlib

@@ -134,9 +134,11 @@ def test_override_compared_with_the_builtin_operation(capsys) -> None:
 
 def test_bad_reference_module_is_a_usage_error(tmp_path: Path, capsys) -> None:
     config = EXAMPLES / "ascend_ini" / "square_add.ini"
-    missing = str(tmp_path / "nope.py")
-    assert main(["oppkg", "test", str(config), "--reference", missing]) == 2
+    assert main(["oppkg", "test", str(config), "--reference", "no_such_module_xyz"]) == 2
     assert "nnhal oppkg test: error:" in capsys.readouterr().err
+    missing = str(tmp_path / "nope.py")  # a missing file is a file error, as everywhere
+    assert main(["oppkg", "test", str(config), "--reference", missing]) == 1
+    assert "nope.py: no such file" in capsys.readouterr().err
 
 
 def test_rules_shows_what_fires(capsys) -> None:
