@@ -450,12 +450,12 @@ def check_package(spec: PackageSpec, line_of: dict[str, int] | None = None) -> N
     # runs the op: "must be used in conjunction with a SupplementalOpDef"
     for op in spec.ops:
         for t in (*op.inputs, *op.outputs, *op.params):
-            for field, open_ in (
+            for element, open_ in (
                 ("Datatype", BACKEND_SPECIFIC in t.datatypes),
                 ("Layout", t.layout == BACKEND_SPECIFIC),
             ):
                 if open_:
-                    _check_resolved(spec, src, op, t, field)
+                    _check_resolved(spec, src, op, t, element)
 
 
 def _check_resolved(spec: PackageSpec, src: str, op: OpSpec, t: TensorSpec, field: str) -> None:
