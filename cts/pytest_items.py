@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from nnhal.cts.core import Failure, Skip, TestCase
 
 __all__ = ["CTS_DIR", "NODE_ID", "CtsItem", "CtsSuite", "Given", "RunState", "find_given"]
@@ -211,7 +210,8 @@ class CtsItem(pytest.Item):
         super().__init__(**kwargs)
         self.case = case
         self.expectation: str | None = None
-        self.timed_out = False
+        #: why the test did not give a verdict: "timeout", "transport", "not-run", "harness"
+        self.trouble: str | None = None
         self.extra_keyword_matches.add(case.family)
 
     def runtest(self) -> None:
@@ -219,6 +219,7 @@ class CtsItem(pytest.Item):
 
         state: RunState = self.config.stash[STATE]
         if state.down is not None:
+            self.trouble = "not-run"
             raise NotRun(f"not run: {state.down}")
         target = state.target()
         try:
@@ -228,14 +229,18 @@ class CtsItem(pytest.Item):
         except Failure:
             raise
         except DeviceUnavailable as e:
+            self.trouble = "transport"
             state.check_alive(f"a transport fault in {self.case.id}")
             raise Failure(f"transport fault: {e}") from e
         except HalError as e:  # a call the test did not expect to fail
             raise Failure(f"unexpected {e}") from e
         except pytest.fail.Exception:
             # the suite never calls pytest.fail: this is pytest-timeout's time limit
-            self.timed_out = True
+            self.trouble = "timeout"
             state.timed_out(self.case.id)
+            raise
+        except Exception:
+            self.trouble = "harness"  # a bug of the test or the suite
             raise
         if note:
             self.user_properties.append(("note", note))
@@ -243,11 +248,8 @@ class CtsItem(pytest.Item):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style=None) -> Any:
         if isinstance(excinfo.value, Failure):
             return str(excinfo.value)  # the HAL rule broken: a traceback would add nothing
-        if self.timed_out:
-            return (
-                f"no result within the time limit: the target hung (or the test is too slow "
-                f"for its limit; --timeout S): {excinfo.value}"
-            )
+        if self.trouble == "timeout":
+            return f"{TIMED_OUT}: {excinfo.value}"
         return super().repr_failure(excinfo, style=style)  # a bug of the suite: the traceback
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
@@ -256,6 +258,12 @@ class CtsItem(pytest.Item):
 
 #: where each pytest process keeps its RunState
 STATE = pytest.StashKey[RunState]()
+
+
+TIMED_OUT = (
+    "no result within the time limit: the target hung (or the test is too slow for its "
+    "limit: --timeout S)"
+)
 
 
 def message_of(item: CtsItem, excinfo: pytest.ExceptionInfo[BaseException] | None) -> str:
@@ -267,7 +275,8 @@ def message_of(item: CtsItem, excinfo: pytest.ExceptionInfo[BaseException] | Non
         return str(value)
     if isinstance(value, pytest.skip.Exception):
         return value.msg
-    if item.timed_out:
-        return "no result within the time limit: the target hung (or the test is too slow)"
-    return f"{type(value).__name__}: {value}"
-
+    if item.trouble == "timeout":
+        return f"{TIMED_OUT}: {value}"
+    frames = excinfo.traceback
+    where = f" (at {frames[-1].path.name}:{frames[-1].lineno + 1})" if len(frames) else ""
+    return f"harness error: {type(value).__name__}: {value}{where}"

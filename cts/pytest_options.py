@@ -50,9 +50,7 @@ def add_options(parser: pytest.Parser) -> None:
         action="store_true",
         help="leave out the shipped NNAPI corpus (spec library only)",
     )
-    g.addoption(
-        "--cts-specs", action="append", metavar="PATH", help="extra spec files or folders"
-    )
+    g.addoption("--cts-specs", action="append", metavar="PATH", help="extra spec files or folders")
     g.addoption(
         "--cts-vectors",
         action="append",
@@ -113,9 +111,7 @@ def _families(values: list[str] | None, vectors: bool) -> tuple[str, ...]:
     names = [n.strip() for v in values for n in v.split(",") if n.strip()]
     unknown = [n for n in names if n not in FAMILIES]
     if unknown:
-        raise pytest.UsageError(
-            f"--cts-families: unknown {unknown}; known: {', '.join(FAMILIES)}"
-        )
+        raise pytest.UsageError(f"--cts-families: unknown {unknown}; known: {', '.join(FAMILIES)}")
     return tuple(dict.fromkeys(names))
 
 

@@ -31,14 +31,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from nnhal.cts.pytest_items import (
     CTS_DIR,
     NODE_ID,
     STATE,
     CtsItem,
     CtsSuite,
-    NotRun,
     RunState,
     find_given,
     message_of,
@@ -139,8 +137,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.cts_family = item.case.family
         report.cts_coverage = [list(pair) for pair in item.case.coverage]
         report.cts_message = message_of(item, call.excinfo)
-        report.cts_timeout = item.timed_out and call.when == "call"
-        report.cts_not_run = call.excinfo is not None and isinstance(call.excinfo.value, NotRun)
+        report.cts_trouble = item.trouble if call.when == "call" else None
         report.cts_expectation = item.expectation
     return report
 

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from nnhal.cts.core import Outcome, Result
 
 __all__ = ["Recorder"]
@@ -30,8 +29,6 @@ __all__ = ["Recorder"]
 
 def _outcome(report: pytest.TestReport) -> Outcome:
     xfail = hasattr(report, "wasxfail")
-    if getattr(report, "cts_not_run", False):
-        return Outcome.ERROR
     if report.when != "call":
         if report.skipped:
             return Outcome.XFAIL if xfail else Outcome.SKIPPED
@@ -42,7 +39,10 @@ def _outcome(report: pytest.TestReport) -> Outcome:
         return Outcome.XFAIL if xfail else Outcome.SKIPPED
     if "[XPASS(strict)]" in str(report.longrepr):
         return Outcome.XPASS
-    return Outcome.TIMEOUT if getattr(report, "cts_timeout", False) else Outcome.FAILED
+    trouble = report.cts_trouble
+    if trouble == "timeout":
+        return Outcome.TIMEOUT
+    return Outcome.ERROR if trouble else Outcome.FAILED
 
 
 class Recorder:

@@ -118,7 +118,6 @@ def run_suite(
     session in this process; ``tests`` replaces the collected ones, ``pytest_args`` are added
     to the session's (e.g. ``["-x"]``). Exceptions of the session's own setup propagate."""
     import pytest
-
     from nnhal.cts.pytest_items import CTS_DIR, Given
 
     if tests is None:
@@ -147,4 +146,3 @@ def run_suite(
     report = Report(recorder.ordered(), families, duration, info, state.down, config.strict)
     info["skippedFamilies"] = report.skipped_families()
     return report
-

@@ -67,9 +67,7 @@ def add_parsers(sub: Any) -> None:
         metavar="PATH",
         help="also run these vector files/folders (family 'vectors')",
     )
-    p.add_argument(
-        "--specs", action="append", metavar="PATH", help="extra spec files or folders"
-    )
+    p.add_argument("--specs", action="append", metavar="PATH", help="extra spec files or folders")
     p.add_argument("--junit-xml", metavar="FILE", help="write a JUnit XML report (pytest's)")
     p.add_argument("--json-report", metavar="FILE", help="write a JSON report")
     p.add_argument(
@@ -118,9 +116,8 @@ def add_parsers(sub: Any) -> None:
 
 
 def _families(args: argparse.Namespace) -> list[str]:
-    from nnhal.tools.cli import EXIT_USAGE, CliError
-
     from nnhal.cts.families import DEFAULT_FAMILIES, FAMILIES
+    from nnhal.tools.cli import EXIT_USAGE, CliError
 
     if not args.families:
         return list(DEFAULT_FAMILIES) + (["vectors"] if args.vectors else [])
