@@ -347,3 +347,54 @@ def test_nnhal_cts_oracle_option_and_same_implementation_warning(capsys):
     assert "the fuzz oracle reports the same version string and type as the target" in captured.err
     assert " 4 passed in " in captured.out.strip().splitlines()[-1]
     assert main(["cts", "--families", "fuzz", "--oracle", "not an address"]) == 2
+
+
+_WRONG_SPEC = '''
+from nnhal.cts.dsl import F32, spec
+
+
+@spec("t_wrong", variations=(), graph_variations=())
+def _(s):
+    a = s.input("a", F32, [2])
+    b = s.const("b", F32, [1, 1], [2])
+    out = s.output("out", F32, [2])
+    s.op("ADD", [a, b, s.int32(0)], [out])
+    s.example({a: [1, 2]}, {out: [2, 3]})
+    s.example({a: [1, 2]}, {out: [5, 5]})  # wrong: the target must fail it
+'''
+
+
+@pytest.mark.slow  # pytest processes with two xdist workers each
+@pytest.mark.timeout(300)
+def test_pytest_runs_the_suite_directly_with_xdist_and_last_failed(server_address, tmp_path):
+    """``pytest --pyargs nnhal.cts --cts-target ADDR`` with -n 2, -k, --junitxml, then --lf."""
+    (tmp_path / "wrong_specs.py").write_text(_WRONG_SPEC)
+    base = [sys.executable, "-m", "pytest", "--pyargs", "nnhal.cts", "--cts-target",
+            server_address, "--cts-no-corpus", "--cts-families", "basic,generated",
+            "--cts-specs", "wrong_specs.py", "-p", "no:randomly"]  # fmt: skip
+
+    def pytest_run(*args):
+        return subprocess.run([*base, *args], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=280)  # fmt: skip
+
+    first = pytest_run("-n", "2", "-k", "t_wrong or basic/get or generated/add/base",
+                       "--junitxml", "r.xml", "--cts-json-report", "r.json")  # fmt: skip
+    assert first.returncode == 1, first.stdout[-3000:]
+    summary = first.stdout.strip().splitlines()[-1]
+    assert "1 failed, 9 passed" in summary, first.stdout[-3000:]
+    assert "FAILED nnhal.cts::generated/t_wrong/base/1 - " in first.stdout
+    assert "created: 2/2 workers" in first.stdout
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["counts"] == {"passed": 9, "failed": 1}
+    failed = next(r for r in doc["results"] if r["outcome"] == "failed")
+    assert failed["id"] == "generated/t_wrong/base/1" and "outside atol" in failed["message"]
+    root = ET.parse(tmp_path / "r.xml").getroot()
+    assert len(root.findall(".//testcase/failure")) == 1
+    again = pytest_run("--lf")
+    assert again.returncode == 1
+    assert "1 failed" in again.stdout.strip().splitlines()[-1], again.stdout[-3000:]
+    assert "run-last-failure: rerun previous 1 failure" in again.stdout
+    # no target: a usage error naming the option
+    none = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "nnhal.cts"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert none.returncode == 4 and "--cts-target HOST:PORT" in none.stderr
