@@ -178,6 +178,10 @@ class CtsSuite(pytest.Directory):
             cases = list(given.tests)
         else:
             cases = collect(config)
+        if hasattr(self.config, "workerinput"):
+            # an xdist worker (each collects the same order): long tests first, so that they
+            # overlap the rest instead of ending the run alone
+            cases.sort(key=lambda c: not c.slow)
         try:
             expectations = (
                 load_expectations(config.expectations) if config.expectations else Expectations()

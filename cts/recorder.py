@@ -2,9 +2,9 @@
 
 The ``Recorder`` lives in the process that reports (the xdist controller, or
 the only process): every ``CtsItem`` report carries ``cts_id``, ``cts_family``,
-``cts_coverage``, ``cts_message`` and flags (set by the plugin's
-``pytest_runtest_makereport`` where the test ran; they travel with xdist's
-reports), and the recorder turns each test's phases into one
+``cts_coverage``, ``cts_message``, ``cts_trouble`` and ``cts_expectation``
+(set by the plugin's ``pytest_runtest_makereport`` where the test ran; they
+travel with xdist's reports), and the recorder turns each test's phases into one
 ``nnhal.cts.core.Result``: passed, failed, skipped, xfail, xpass, timeout
 (pytest-timeout's limit), error (not run because the target was down, or a
 setup/teardown error).
