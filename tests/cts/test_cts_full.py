@@ -61,6 +61,6 @@ def test_full_suite_with_nnhal_cts_on_two_workers(tmp_path, capsys):
     assert f"{counts['passed']} passed" in tail and "family " in run.stdout
     per_family = {f: sum(c.values()) for f, c in families.items()}
     with capsys.disabled():
-        print(f"\nnhal cts -n 2 (in-process driver): {dict(counts)} in {elapsed:.1f} s")
+        print(f"\nnnhal cts -n 2 (in-process driver): {dict(counts)} in {elapsed:.1f} s")
         print("tests per family: " + ", ".join(f"{f} {n}" for f, n in per_family.items()))
         print(f"coverage totals: {totals}")
