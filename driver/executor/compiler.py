@@ -143,7 +143,7 @@ def _operation_step(
         step.late = LateBinding(definition, ctx, late_positions)
         return step
     try:
-        step.kernel = definition.execute(ctx)
+        step.kernel = definition.kernel(ctx)
     except HalError:
         raise
     except Exception as exc:

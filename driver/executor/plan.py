@@ -121,7 +121,7 @@ class LateBinding:
         ctx = OpContext(self.op, inputs, self.ctx.outputs, self.ctx.relaxed, self.ctx.where)
         try:
             validate_operation(ctx)
-            kernel = self.op.execute(ctx)
+            kernel = self.op.kernel(ctx)
         except InvalidArgument as exc:
             raise GeneralFailure(f"{exc.message} (value given at execution time)") from exc
         except Exception as exc:  # a binding bug must not escape as a raw error

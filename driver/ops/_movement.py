@@ -3,14 +3,15 @@
 The reference computes a moved tensor's output with the *input's* scale and
 zero point and fails an execution whose model output declares other ones, so
 validation here rejects a quantized output whose scale or zero point differ
-from the input's; the reference also refuses zero-sized inputs for every
-operation of the family except TRANSPOSE.
+from the input's. The reference also refuses zero-sized inputs for every
+operation of the family except TRANSPOSE: their registrations say
+``zero_sized_inputs=False``.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from nnhal.driver.ops.common import QUANT8, runtime_failure
+from nnhal.driver.ops.common import QUANT8
 from nnhal.driver.ops.registry import OpContext
 
 from nnhal.types import OperandType
@@ -29,8 +30,3 @@ def check_same_quant(ctx: OpContext, *outputs: int) -> None:
                 f"{OperandType(src.type).name} they must equal input 0's (scale {src.scale}, "
                 f"zero point {src.zeroPoint})"
             )
-
-
-def zero_sized_failure(ctx: OpContext, index: int = 0):
-    """The GENERAL_FAILURE of a kernel given a zero-sized tensor (raise the result)."""
-    return runtime_failure(ctx, f"input {index} is zero-sized; this operation does not support it")

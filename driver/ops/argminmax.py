@@ -190,8 +190,6 @@ def _topk_execute(ctx: OpContext) -> Callable[[np.ndarray], tuple]:
 
     def topk(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         n = x.shape[-1] if x.ndim else 0
-        if not x.size:
-            raise runtime_failure(ctx, "zero-sized input: TOPK_V2 does not accept empty tensors")
         if k > n:
             raise runtime_failure(ctx, f"input 1 (k) is {k}; the last dimension of input 0 is {n}")
         # (value, index) in one unique uint64 per element: any partition or sort
@@ -214,6 +212,7 @@ TOPK_V2 = register(
         outputs=(Arg("values"), Arg("indices", TENSOR_INT32)),
         types=_TYPES,
         execute=_topk_execute,
+        zero_sized_inputs=False,
         prepare=_topk_prepare,
         validate=_topk_validate,
     )

@@ -347,8 +347,6 @@ def _proposals_execute(ctx: OpContext) -> Callable[..., tuple]:
     def generate_proposals(
         scores: np.ndarray, deltas: np.ndarray, anchors: np.ndarray, image: np.ndarray
     ) -> tuple:
-        if min(scores.size, deltas.size, anchors.size, image.size) == 0:
-            raise runtime_failure(ctx, "zero-sized inputs are not supported")
         s = to_nhwc(scores_of(scores), nchw)
         d = to_nhwc(deltas_of(deltas), nchw)
         batches, height, width, count = s.shape
@@ -420,6 +418,7 @@ GENERATE_PROPOSALS = register(
         ),
         types=DETECTION_TYPES,
         execute=_proposals_execute,
+        zero_sized_inputs=False,
         prepare=_unknown_count,
         validate=_proposals_validate,
     )

@@ -163,8 +163,6 @@ def _postprocess_execute(ctx: OpContext) -> Callable[..., tuple]:
     def detection_postprocessing(
         scores: np.ndarray, deltas: np.ndarray, anchors: np.ndarray
     ) -> tuple:
-        if min(scores.size, deltas.size, anchors.size) == 0:
-            raise runtime_failure(ctx, "zero-sized inputs are not supported")
         batches, n_anchors, _ = scores.shape
         if deltas.shape[:2] != (batches, n_anchors) or anchors.shape != (n_anchors, 4):
             raise runtime_failure(ctx, "bbox_deltas / anchors do not match the scores")
@@ -215,6 +213,7 @@ DETECTION_POSTPROCESSING = register(
         ),
         types=FLOAT_TYPES,
         execute=_postprocess_execute,
+        zero_sized_inputs=False,
         prepare=_postprocess_prepare,
         validate=_postprocess_validate,
     )
@@ -287,8 +286,6 @@ def _heatmap_execute(ctx: OpContext) -> Callable[..., tuple]:
     tol = f32(1e-3) if ctx.primary_type == _T.TENSOR_FLOAT16 else f32(1e-5)
 
     def heatmap_max_keypoint(heatmap: np.ndarray, boxes: np.ndarray) -> tuple:
-        if heatmap.size == 0 or boxes.size == 0:
-            raise runtime_failure(ctx, "zero-sized inputs are not supported")
         hm = to_nhwc(heat_of(heatmap), nchw)
         n, size, width, keypoints = hm.shape
         if size != width or size < 2 or boxes.shape != (n, 4):
@@ -333,6 +330,7 @@ HEATMAP_MAX_KEYPOINT = register(
             _T.TENSOR_QUANT8_ASYMM_SIGNED: _V.V1_3,
         },
         execute=_heatmap_execute,
+        zero_sized_inputs=False,
         prepare=_heatmap_prepare,
         validate=_heatmap_validate,
     )

@@ -119,8 +119,6 @@ def _rank_prepare(ctx: OpContext) -> list[Shape]:
 
 def _rank_execute(ctx: OpContext) -> Callable[[np.ndarray], np.ndarray]:
     def rank(x: np.ndarray) -> np.ndarray:
-        if not x.size:
-            raise _runtime_failure(ctx, "zero-sized input: RANK does not accept empty tensors")
         return np.array(x.ndim, np.int32)
 
     return rank
@@ -133,6 +131,7 @@ RANK = register(
         outputs=(Arg("output", INT32_SCALAR),),
         types={t: _V.V1_3 for t in RANK_TYPES},
         execute=_rank_execute,
+        zero_sized_inputs=False,
         prepare=_rank_prepare,
     )
 )

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from nnhal.driver.ops._movement import check_same_quant, zero_sized_failure
+from nnhal.driver.ops._movement import check_same_quant
 from nnhal.driver.ops.common import QUANT8, TENSOR_INT32, check_rank, dtype_of, runtime_failure
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
@@ -115,8 +115,6 @@ def _execute(ctx: OpContext) -> Callable[..., np.ndarray]:
             return fixed
 
         def known_pads(x: np.ndarray, *_rest) -> np.ndarray:
-            if x.size == 0:
-                raise zero_sized_failure(ctx)
             out = np.full(_padded(x.shape, pairs), value, dtype)
             out[tuple(slice(b, b + d) for d, (b, _) in zip(x.shape, pairs))] = x
             return out
@@ -124,8 +122,6 @@ def _execute(ctx: OpContext) -> Callable[..., np.ndarray]:
         return known_pads
 
     def dynamic(x: np.ndarray, p: np.ndarray, *_rest) -> np.ndarray:
-        if x.size == 0:
-            raise zero_sized_failure(ctx)
         if x.ndim > MAX_RANK:
             raise runtime_failure(ctx, f"input 0 has rank {x.ndim}; the maximum is {MAX_RANK}")
         pairs = _pairs(p, x.ndim, fail)
@@ -148,6 +144,7 @@ PAD = register(
             _T.TENSOR_QUANT8_ASYMM_SIGNED: _V.V1_3,
         },
         execute=_execute,
+        zero_sized_inputs=False,
         prepare=_prepare,
         validate=_validate,
     )
@@ -179,6 +176,7 @@ PAD_V2 = register(
             _T.TENSOR_QUANT8_ASYMM_SIGNED: _V.V1_3,
         },
         execute=_execute,
+        zero_sized_inputs=False,
         prepare=_prepare,
         validate=_validate,
     )

@@ -82,31 +82,22 @@ def _prepare(ctx: OpContext) -> list[Shape]:
 # ---------------------------------------------------------------------------
 
 
-def _bind(ctx: OpContext, reduce: ReduceFn, *, reject_empty: bool) -> Callable:
+def _bind(ctx: OpContext, reduce: ReduceFn) -> Callable:
     """The kernel ``(x, axes) -> out`` around one reduction function."""
     value = ctx.scalar(2)
     keep = int(value) > 0 if ctx.op.type == OperationType.MEAN else bool(value)
     dims, axes_const = ctx.inputs[0].dimensions, int_vector(ctx, 1)
-
-    def empty() -> Exception:
-        return _runtime_failure(
-            ctx, "zero-sized input: this operation does not accept empty tensors"
-        )
 
     if dims is not None and axes_const is not None:
         axes = resolve_axes(axes_const, len(dims), AXES, ctx.fail)
         if removes_all(len(dims), axes, keep):
             # Reduce the flattened input with keepdims: a fresh [1] result.
             def flat(x: np.ndarray, _a: np.ndarray) -> np.ndarray:
-                if reject_empty and not x.size:
-                    raise empty()
                 return reduce(x.reshape(-1), (0,), True)
 
             return flat
 
         def fixed(x: np.ndarray, _a: np.ndarray) -> np.ndarray:
-            if reject_empty and not x.size:
-                raise empty()
             return reduce(x, axes, keep)
 
         return fixed
@@ -115,8 +106,6 @@ def _bind(ctx: OpContext, reduce: ReduceFn, *, reject_empty: bool) -> Callable:
         return _runtime_failure(ctx, message)
 
     def dynamic(x: np.ndarray, a: np.ndarray) -> np.ndarray:
-        if reject_empty and (not x.size or not a.size):
-            raise empty()
         axes = resolve_axes(a.reshape(-1).tolist(), x.ndim, AXES, runtime_fail)
         if removes_all(x.ndim, axes, keep):
             return reduce(x.reshape(-1), (0,), True)
@@ -184,9 +173,9 @@ def _quant_mean(out: np.dtype) -> ReduceFn:
     return reduce
 
 
-def _execute_with(factory: Callable[[OpContext], ReduceFn], *, reject_empty: bool):
+def _execute_with(factory: Callable[[OpContext], ReduceFn]):
     def execute(ctx: OpContext) -> Callable:
-        return _bind(ctx, factory(ctx), reject_empty=reject_empty)
+        return _bind(ctx, factory(ctx))
 
     return execute
 
@@ -231,7 +220,9 @@ _FLOATS_QUANT = {
 }
 
 
-def _register(op: OperationType, types: dict, execute, keep_type=_BOOL) -> OperationDef:
+def _register(
+    op: OperationType, types: dict, execute, keep_type=_BOOL, zero_sized: bool = False
+) -> OperationDef:
     return register(
         OperationDef(
             op,
@@ -239,6 +230,7 @@ def _register(op: OperationType, types: dict, execute, keep_type=_BOOL) -> Opera
             outputs=(Arg("output"),),
             types=types,
             execute=execute,
+            zero_sized_inputs=zero_sized,
             prepare=_prepare,
             validate=_validate,
         )
@@ -248,28 +240,24 @@ def _register(op: OperationType, types: dict, execute, keep_type=_BOOL) -> Opera
 REDUCE_SUM = _register(
     OperationType.REDUCE_SUM,
     _FLOATS,
-    _execute_with(lambda ctx: _float_sum(_out_dtype(ctx)), reject_empty=True),
+    _execute_with(lambda ctx: _float_sum(_out_dtype(ctx))),
 )
 REDUCE_PROD = _register(
     OperationType.REDUCE_PROD,
     _FLOATS,
-    _execute_with(lambda ctx: _float_prod(_out_dtype(ctx)), reject_empty=True),
+    _execute_with(lambda ctx: _float_prod(_out_dtype(ctx))),
 )
-REDUCE_MAX = _register(
-    OperationType.REDUCE_MAX, _FLOATS_QUANT, _execute_with(_max_fn, reject_empty=True)
-)
-REDUCE_MIN = _register(
-    OperationType.REDUCE_MIN, _FLOATS_QUANT, _execute_with(_min_fn, reject_empty=True)
-)
+REDUCE_MAX = _register(OperationType.REDUCE_MAX, _FLOATS_QUANT, _execute_with(_max_fn))
+REDUCE_MIN = _register(OperationType.REDUCE_MIN, _FLOATS_QUANT, _execute_with(_min_fn))
 REDUCE_ALL = _register(
     OperationType.REDUCE_ALL,
     {_T.TENSOR_BOOL8: _V.V1_2},
-    _execute_with(lambda ctx: _plain(np.logical_and), reject_empty=True),
+    _execute_with(lambda ctx: _plain(np.logical_and)),
 )
 REDUCE_ANY = _register(
     OperationType.REDUCE_ANY,
     {_T.TENSOR_BOOL8: _V.V1_2},
-    _execute_with(lambda ctx: _plain(np.logical_or), reject_empty=True),
+    _execute_with(lambda ctx: _plain(np.logical_or)),
 )
 MEAN = _register(
     OperationType.MEAN,
@@ -279,6 +267,7 @@ MEAN = _register(
         _T.TENSOR_FLOAT16: _V.V1_2,
         _T.TENSOR_QUANT8_ASYMM_SIGNED: _V.V1_3,
     },
-    _execute_with(_mean_fn, reject_empty=False),
+    _execute_with(_mean_fn),
     keep_type=INT32_SCALAR,
+    zero_sized=True,
 )

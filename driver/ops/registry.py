@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from nnhal.errors import InvalidArgument
+from nnhal.errors import GeneralFailure, InvalidArgument
 from nnhal.types import (
     OPERAND_TYPE_INFO,
     ExtraParams,
@@ -156,6 +156,22 @@ class OperationDef:
     #: draws): the executor never computes it once for several uses, e.g. never
     #: hoists it out of a WHILE body as loop-invariant
     pure: bool = True
+    #: the reference accepts zero-sized input tensors (a 0 in a run-time shape).
+    #: False: an execution handing one to any input fails with GENERAL_FAILURE,
+    #: as AOSP's checkNoZeroSizedInput does for operations registered without
+    #: allowZeroSizedInput. ``kernel`` enforces it; kernels never check.
+    zero_sized_inputs: bool = True
+
+    def kernel(self, ctx: OpContext) -> Kernel:
+        """The kernel bound to ``ctx``, with the registration's rules applied.
+
+        The executor, late binding and tests bind kernels here, never through
+        ``execute`` directly, so the zero-sized rule holds everywhere.
+        """
+        kernel = self.execute(ctx)
+        if self.zero_sized_inputs or not callable(kernel):
+            return kernel
+        return _refusing_zero_sized(ctx, kernel)
 
     @property
     def min_inputs(self) -> int:
@@ -165,6 +181,40 @@ class OperationDef:
     def min_outputs(self) -> int:
         """Trailing optional outputs may be left off (the sequence ops' state outputs)."""
         return _required(self.outputs)
+
+
+def _refusing_zero_sized(ctx: OpContext, kernel: Kernel) -> Kernel:
+    """``kernel`` checking its tensor arguments for zero sizes first.
+
+    Only arguments whose shape is not known to be non-empty at bind time are
+    checked (a fully specified shape has no 0: NNAPI's 0 means unknown), so a
+    model of known shapes pays nothing.
+    """
+    tensors = [
+        (index, info)
+        for index, info in enumerate(ctx.inputs)
+        if not (info.type in OPERAND_TYPE_INFO and OPERAND_TYPE_INFO[info.type].is_scalar)
+    ]
+    checked = tuple(
+        (position, index, ctx._arg_name(index))
+        for position, (index, info) in enumerate(tensors)
+        if not info.omitted and (info.dimensions is None or 0 in info.dimensions)
+    )
+    if not checked:
+        return kernel
+    prefix = f"{ctx.name} ({ctx.where})" if ctx.where else ctx.name
+
+    def refusing_zero_sized(*args: Any) -> Any:
+        for position, index, name in checked:
+            x = args[position]
+            if x is not None and x.size == 0:
+                raise GeneralFailure(
+                    f"{prefix}: zero-sized input: input {index} ({name}) has shape "
+                    f"{tuple(x.shape)}; this operation does not accept zero-sized inputs"
+                )
+        return kernel(*args)
+
+    return refusing_zero_sized
 
 
 def _required(args: tuple[Arg, ...]) -> int:

@@ -350,8 +350,6 @@ def _pool_execute(ctx: OpContext) -> Callable[..., np.ndarray]:
         return cells
 
     def roi_pooling(x: np.ndarray, rois: np.ndarray, batch: np.ndarray) -> np.ndarray:
-        if x.size == 0 or rois.size == 0 or batch.size == 0:
-            raise runtime_failure(ctx, "zero-sized inputs are not supported")
         fmap = to_nhwc(x, nchw)
         n_rois, depth = rois.shape[0], fmap.shape[3]
         boxes = rois.astype(f32) * f32(0.125) if quantized else rois.astype(rdtype)
@@ -383,6 +381,7 @@ ROI_POOLING = register(
         outputs=(Arg("output"),),
         types=TYPES,
         execute=_pool_execute,
+        zero_sized_inputs=False,
         prepare=lambda ctx: _prepare(ctx, 7),
         validate=_pool_validate,
     )

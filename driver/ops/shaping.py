@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from nnhal.driver.ops._movement import check_same_quant, zero_sized_failure
+from nnhal.driver.ops._movement import check_same_quant
 from nnhal.driver.ops.common import (
     INT32_SCALAR,
     TENSOR_INT32,
@@ -138,8 +138,6 @@ def _squeeze_execute(ctx: OpContext) -> Callable[[np.ndarray, np.ndarray | None]
     bound = omitted or values is not None
 
     def dynamic(x: np.ndarray, d: np.ndarray | None) -> np.ndarray:
-        if x.size == 0:
-            raise zero_sized_failure(ctx)
         chosen = values if bound else (None if d is None else d.reshape(-1).tolist())
         return x.reshape(_squeezed(x.shape, _squeeze_axes(x.shape, chosen, fail))).copy()
 
@@ -153,6 +151,7 @@ SQUEEZE = register(
         outputs=(Arg("output"),),
         types=_MOVE_TYPES,
         execute=_squeeze_execute,
+        zero_sized_inputs=False,
         prepare=_squeeze_prepare,
         validate=_squeeze_validate,
     )
@@ -195,8 +194,6 @@ def _expand_execute(ctx: OpContext) -> Callable[[np.ndarray], np.ndarray]:
     raw = int(ctx.scalar(1))
 
     def dynamic(x: np.ndarray) -> np.ndarray:
-        if x.size == 0:
-            raise zero_sized_failure(ctx)
         rank = x.ndim
         if not -(rank + 1) <= raw <= rank:
             raise runtime_failure(ctx, f"input 1 (axis) {raw} is out of range for rank {rank}")
@@ -212,6 +209,7 @@ EXPAND_DIMS = register(
         outputs=(Arg("output"),),
         types=_V12_TYPES,
         execute=_expand_execute,
+        zero_sized_inputs=False,
         prepare=_expand_prepare,
         validate=_expand_validate,
     )
@@ -353,15 +351,11 @@ def _tile_execute(ctx: OpContext) -> Callable[[np.ndarray, np.ndarray], np.ndarr
         reps = tuple(multiples)
 
         def fixed(x: np.ndarray, _m: np.ndarray) -> np.ndarray:
-            if x.size == 0:
-                raise zero_sized_failure(ctx)
             return np.tile(x, reps)
 
         return fixed
 
     def dynamic(x: np.ndarray, m: np.ndarray) -> np.ndarray:
-        if x.size == 0:
-            raise zero_sized_failure(ctx)
         reps = m.reshape(-1).tolist()
         _check_multiples(reps, x.ndim, fail)
         return np.tile(x, reps)
@@ -376,6 +370,7 @@ TILE = register(
         outputs=(Arg("output"),),
         types=_V12_TYPES,
         execute=_tile_execute,
+        zero_sized_inputs=False,
         prepare=_tile_prepare,
         validate=_tile_validate,
     )

@@ -24,7 +24,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from nnhal.driver.ops._movement import check_same_quant, zero_sized_failure
+from nnhal.driver.ops._movement import check_same_quant
 from nnhal.driver.ops.common import (
     INT32_SCALAR,
     TENSOR_INT32,
@@ -101,8 +101,6 @@ def _split_execute(ctx: OpContext) -> Callable[[np.ndarray], tuple[np.ndarray, .
     raw_axis = int(ctx.scalar(1))
 
     def kernel(x: np.ndarray) -> tuple[np.ndarray, ...]:
-        if x.size == 0:
-            raise zero_sized_failure(ctx)
         r = x.ndim if rank is None else rank
         if not -r <= raw_axis < r or x.shape[raw_axis] % count:
             raise runtime_failure(
@@ -120,6 +118,7 @@ SPLIT = register(
         outputs=(Arg("output"),),  # repeated: one output per split
         types=_V12_TYPES,
         execute=_split_execute,
+        zero_sized_inputs=False,
         prepare=_split_prepare,
         validate=_split_validate,
         variadic_outputs=True,
@@ -262,8 +261,6 @@ def _strided_execute(ctx: OpContext) -> Callable[..., np.ndarray]:
     masks = tuple(int(ctx.scalar(i)) for i in (4, 5, 6))
 
     def dynamic(x: np.ndarray, b: np.ndarray, e: np.ndarray, s: np.ndarray) -> np.ndarray:
-        if x.size == 0:
-            raise zero_sized_failure(ctx)
         current = spec or _SliceSpec(b.tolist(), e.tolist(), s.tolist(), *masks)
         index, shape = current.plan(x.shape, fail)
         return np.array(x[index]).reshape(shape)
@@ -291,6 +288,7 @@ STRIDED_SLICE = register(
             _T.TENSOR_QUANT8_ASYMM_SIGNED: _V.V1_3,
         },
         execute=_strided_execute,
+        zero_sized_inputs=False,
         prepare=_strided_prepare,
         validate=_strided_validate,
     )
@@ -341,17 +339,11 @@ def _gather_execute(ctx: OpContext) -> Callable[[np.ndarray, np.ndarray], np.nda
             index = np.asarray(constant, dtype=np.intp)
 
             def fixed(x: np.ndarray, _i: np.ndarray) -> np.ndarray:
-                if x.size == 0:
-                    raise zero_sized_failure(ctx)
                 return np.take(x, index, axis=axis)
 
             return fixed
 
     def dynamic(x: np.ndarray, i: np.ndarray) -> np.ndarray:
-        if x.size == 0:
-            raise zero_sized_failure(ctx)
-        if i.size == 0:
-            raise zero_sized_failure(ctx, 2)
         if not -x.ndim <= raw_axis < x.ndim:
             raise runtime_failure(ctx, f"input 1 (axis) {raw_axis} is out of range")
         _check_indices(i, x.shape[raw_axis], fail)
@@ -367,6 +359,7 @@ GATHER = register(
         outputs=(Arg("output"),),
         types=_V12_TYPES,
         execute=_gather_execute,
+        zero_sized_inputs=False,
         prepare=_gather_prepare,
         validate=_gather_validate,
     )

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from nnhal.driver.ops._movement import check_same_quant, zero_sized_failure
+from nnhal.driver.ops._movement import check_same_quant
 from nnhal.driver.ops.common import INT32_SCALAR, TENSOR_INT32, check_rank, runtime_failure
 from nnhal.driver.ops.layout import (
     check_layout_present,
@@ -71,8 +71,6 @@ def _image_kernel(
     inner = in_layout(nhwc, layout_is_nchw(ctx, layout_index))
 
     def kernel(x: np.ndarray, *_params) -> np.ndarray:
-        if x.size == 0:
-            raise zero_sized_failure(ctx)
         return inner(x)
 
     return kernel
@@ -153,6 +151,7 @@ def _depth_family(op_type: OperationType, to_space: bool) -> OperationDef:
             outputs=(Arg("output"),),
             types=_V10_TYPES,
             execute=execute,
+            zero_sized_inputs=False,
             prepare=prepare,
             validate=validate,
         )
@@ -252,8 +251,6 @@ def _b2s_execute(ctx: OpContext) -> Callable[..., np.ndarray]:
     nchw = layout_is_nchw(ctx, 2)
 
     def dynamic(x: np.ndarray, blocks: np.ndarray) -> np.ndarray:
-        if x.size == 0:
-            raise zero_sized_failure(ctx)
         bh, bw = _blocks(blocks, fail)
         nhwc = x.transpose(0, 2, 3, 1) if nchw else x
         _batch_to_space_shape(nhwc.shape, (bh, bw), fail)
@@ -273,6 +270,7 @@ BATCH_TO_SPACE_ND = register(
         outputs=(Arg("output"),),
         types=_V11_TYPES,
         execute=_b2s_execute,
+        zero_sized_inputs=False,
         prepare=_b2s_prepare,
         validate=_b2s_validate,
     )
@@ -335,8 +333,6 @@ def _s2b_execute(ctx: OpContext) -> Callable[..., np.ndarray]:
     nchw = layout_is_nchw(ctx, 3)
 
     def dynamic(x: np.ndarray, b: np.ndarray, p: np.ndarray) -> np.ndarray:
-        if x.size == 0:
-            raise zero_sized_failure(ctx)
         bh, bw = _blocks(blocks_c if blocks_c is not None else b, fail)
         pads = _space_pads(pads_c if pads_c is not None else p, fail)
         _space_to_batch_shape(nhwc_dims(x.shape, nchw), (bh, bw), pads, fail)
@@ -357,6 +353,7 @@ SPACE_TO_BATCH_ND = register(
         outputs=(Arg("output"),),
         types=_V11_TYPES,
         execute=_s2b_execute,
+        zero_sized_inputs=False,
         prepare=_s2b_prepare,
         validate=_s2b_validate,
     )
@@ -426,8 +423,6 @@ def _shuffle_execute(ctx: OpContext) -> Callable[[np.ndarray], np.ndarray]:
     groups, raw_axis = int(ctx.scalar(1)), int(ctx.scalar(2))
 
     def dynamic(x: np.ndarray) -> np.ndarray:
-        if x.size == 0:
-            raise zero_sized_failure(ctx)
         if not -x.ndim <= raw_axis < x.ndim:
             raise runtime_failure(ctx, f"input 2 (axis) {raw_axis} is out of range")
         axis = raw_axis % x.ndim
@@ -452,6 +447,7 @@ CHANNEL_SHUFFLE = register(
             _T.TENSOR_QUANT8_ASYMM_SIGNED: _V.V1_3,
         },
         execute=_shuffle_execute,
+        zero_sized_inputs=False,
         prepare=_shuffle_prepare,
         validate=_shuffle_validate,
     )

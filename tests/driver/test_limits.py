@@ -6,6 +6,7 @@ are in tests/test_limits_service.py.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import numpy as np
@@ -447,17 +448,11 @@ def test_memory_error_is_transient(monkeypatch):
 
     real = compiler.lookup(O.ADD)
 
-    class Oom:
-        def __getattr__(self, name):
-            return getattr(real, name)
+    def kernel(a, b):
+        raise MemoryError("cannot allocate 8 GiB")
 
-        def execute(self, ctx):
-            def kernel(a, b):
-                raise MemoryError("cannot allocate 8 GiB")
-
-            return kernel
-
-    monkeypatch.setattr(compiler, "lookup", lambda code: Oom() if code == O.ADD else real)
+    oom = dataclasses.replace(real, execute=lambda ctx: kernel)
+    monkeypatch.setattr(compiler, "lookup", lambda code: oom if code == O.ADD else real)
     compiled = compile_model(add_model(), max_tensor_bytes=1 << 20)
     with pytest.raises(ResourceExhausted) as info:
         compiled.run([np.ones(2, np.float32)])

@@ -78,7 +78,7 @@ def run(definition: OperationDef, ins: list, outs: list):
     ctx = context(definition, ins, outs)
     version = validate_operation(ctx)
     shapes = definition.prepare(ctx)
-    kernel = definition.execute(ctx)
+    kernel = definition.kernel(ctx)
     tensors = [x.data for x in ins if x.is_tensor]
     result = kernel(*tensors)
     result = result if isinstance(result, tuple) else (result,)
@@ -122,7 +122,7 @@ class Bad:
         with pytest.raises(InvalidArgument) as err:
             validate_operation(ctx)
             self.definition.prepare(ctx)
-            self.definition.execute(ctx)
+            self.definition.kernel(ctx)
         message = err.value.message
         name = self.definition.type.name
         assert message.startswith(f"{name} ({WHERE}): "), message

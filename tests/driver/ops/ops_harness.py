@@ -148,7 +148,7 @@ def run(op: Op, ins: list[X], outs: list[X]) -> tuple[V, list, np.ndarray]:
     ctx = context(op, ins, outs)
     version = validate_operation(ctx)
     shapes = ctx.op.prepare(ctx) if ctx.op.prepare else None
-    kernel = ctx.op.execute(ctx)
+    kernel = ctx.op.kernel(ctx)
     tensors = [x.data for x in ins if x.is_tensor]
     result = kernel(*tensors)
     for x in tensors:
@@ -240,7 +240,7 @@ class Bad:
             validate_operation(ctx)
             if ctx.op.prepare is not None:
                 ctx.op.prepare(ctx)
-            ctx.op.execute(ctx)
+            ctx.op.kernel(ctx)
         message = err.value.message
         assert message.startswith(f"{self.op.name} ({WHERE}): "), message
         assert_matches(message, self.match)

@@ -237,7 +237,7 @@ def test_elu_alpha_may_be_a_runtime_scalar():
     ctx = context(Op.ELU, [f32(), scalar(1.0, T.FLOAT32, const=False)], [F32_OUT])
     assert validate_operation(ctx) == V.V1_3
     with pytest.raises(ValueNotConstant):
-        ctx.op.execute(ctx)
+        ctx.op.kernel(ctx)
 
 
 # ---------------------------------------------------------------------------

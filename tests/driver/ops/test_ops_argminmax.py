@@ -84,7 +84,7 @@ def test_argminmax(row: Row):
 def _bind(op: Op, ins: list[X], outs: list[X]):
     ctx = context(op, ins, outs)
     version = validate_operation(ctx)
-    return version, ctx.op.prepare(ctx), ctx.op.execute(ctx)
+    return version, ctx.op.prepare(ctx), ctx.op.kernel(ctx)
 
 
 def test_late_bound_axis_prepares_unknown_dims():

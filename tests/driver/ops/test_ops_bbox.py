@@ -588,7 +588,7 @@ def test_invalid_bbox_ops(row: Bad):
 def test_bbox_run_time_failures(op, ins, outs, pattern):
     ctx = context(op, ins, outs)
     validate_operation(ctx)
-    kernel = ctx.op.execute(ctx)
+    kernel = ctx.op.kernel(ctx)
     with pytest.raises(GeneralFailure, match=pattern):
         kernel(*[x.data for x in ins if x.is_tensor])
 
@@ -604,7 +604,7 @@ def test_box_with_nms_limit_keeps_batches_apart():
     )
     ctx = context(Op.BOX_WITH_NMS_LIMIT, ins, NMS_OUTS)
     validate_operation(ctx)
-    scores, rois, classes, batches = ctx.op.execute(ctx)(*[x.data for x in ins if x.is_tensor])
+    scores, rois, classes, batches = ctx.op.kernel(ctx)(*[x.data for x in ins if x.is_tensor])
     assert scores.tolist() == pytest.approx([0.9, 0.8])
     assert classes.tolist() == [1, 1] and batches.tolist() == [0, 3]
     assert rois.shape == (2, 4) and math.isclose(float(rois[1, 2]), 2.0)

@@ -461,7 +461,7 @@ def test_invalid_detection_ops(row: Bad):
 def test_detection_run_time_failures(op, ins, outs, pattern):
     ctx = context(op, ins, outs)
     validate_operation(ctx)
-    kernel = ctx.op.execute(ctx)
+    kernel = ctx.op.kernel(ctx)
     with pytest.raises(GeneralFailure, match=pattern):
         kernel(*[x.data for x in ins if x.is_tensor])
 
@@ -472,7 +472,7 @@ def test_detection_postprocessing_pads_with_zeros():
     ins[2] = f32(data=[[0.5, 0.5, 1, 1], [3, 3, 1, 1], [6, 6, 1, 1], [9, 9, 1, 1]])
     ctx = context(Op.DETECTION_POSTPROCESSING, ins, POST_OUTS)
     validate_operation(ctx)
-    scores, boxes, classes, found = ctx.op.execute(ctx)(*[x.data for x in ins if x.is_tensor])
+    scores, boxes, classes, found = ctx.op.kernel(ctx)(*[x.data for x in ins if x.is_tensor])
     assert found.tolist() == [2]
     assert scores.tolist()[0] == pytest.approx([0.9, 0.8, 0.0])
     assert classes.tolist() == [[0, 1, 0]]  # background not in the labels: class - 1

@@ -42,7 +42,7 @@ FILL_OUT = {T.FLOAT32: T.TENSOR_FLOAT32, T.FLOAT16: T.TENSOR_FLOAT16, T.INT32: T
 def _bind(op: Op, ins: list[X], outs: list[X]):
     ctx = context(op, ins, outs)
     version = validate_operation(ctx)
-    return version, ctx.op.prepare(ctx), ctx.op.execute(ctx)
+    return version, ctx.op.prepare(ctx), ctx.op.kernel(ctx)
 
 
 # ---------------------------------------------------------------------------

@@ -491,7 +491,7 @@ def test_runtime_failure(case):
     _, op, ins, pattern = case
     ctx = context(op, ins, [F32_OUT])
     validate_operation(ctx)
-    kernel = ctx.op.execute(ctx)
+    kernel = ctx.op.kernel(ctx)
     with pytest.raises(GeneralFailure) as err:
         kernel(*[x.data for x in ins if x.is_tensor])
     assert_matches(err.value.message, pattern)

@@ -70,7 +70,7 @@ def test_embedding_lookup(row: Row):
 def test_embedding_lookup_zero_lookups():
     ctx = context(Op.EMBEDDING_LOOKUP, [ivec([0]), f32((3, 2))], [out(T.TENSOR_FLOAT32)])
     validate_operation(ctx)
-    got = ctx.op.execute(ctx)(np.zeros(0, np.int32), np.ones((3, 2), np.float32))
+    got = ctx.op.kernel(ctx)(np.zeros(0, np.int32), np.ones((3, 2), np.float32))
     assert got.shape == (0, 2)
 
 
@@ -123,7 +123,7 @@ def test_hashtable_lookup(case):
     if version is not None:
         assert got_version == version
     shapes = ctx.op.prepare(ctx)
-    output, hits = ctx.op.execute(ctx)(lookups.data, keys.data, values.data)
+    output, hits = ctx.op.kernel(ctx)(lookups.data, keys.data, values.data)
     want_output, want_hits = hashtable_reference(lookups.data, keys.data, values.data)
     assert output.dtype == values.data.dtype and hits.dtype == np.uint8
     assert np.array_equal(output, want_output) and np.array_equal(hits, want_hits)
@@ -141,7 +141,7 @@ def test_hashtable_documented_example():
     )
     validate_operation(ctx)
     assert ctx.op.prepare(ctx) == [(4, 2), (4,)]
-    output, hits = ctx.op.execute(ctx)(lookups.data, keys.data, values.data)
+    output, hits = ctx.op.kernel(ctx)(lookups.data, keys.data, values.data)
     assert output.tolist() == np.float32([[2.0, 2.1], [0, 0], [0, 0.1], [1.0, 1.1]]).tolist()
     assert hits.tolist() == [1, 0, 1, 1]
 
@@ -220,7 +220,7 @@ def test_runtime_failure(case):
     _, op, ins, outs, pattern = case
     ctx = context(op, ins, outs)
     validate_operation(ctx)
-    kernel = ctx.op.execute(ctx)
+    kernel = ctx.op.kernel(ctx)
     with pytest.raises(GeneralFailure) as err:
         kernel(*[x.data for x in ins])
     assert_matches(err.value.message, pattern)

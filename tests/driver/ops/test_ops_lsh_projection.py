@@ -89,7 +89,7 @@ def run(ins: list[X]):
     ctx = context(OP, ins, [I32_OUT])
     version = validate_operation(ctx)
     shapes = ctx.op.prepare(ctx)
-    result = ctx.op.execute(ctx)(*(x.data for x in ins[:3]))
+    result = ctx.op.kernel(ctx)(*(x.data for x in ins[:3]))
     assert result.dtype == np.int32
     assert tuple(shapes[0]) == result.shape
     return version, result
@@ -253,6 +253,6 @@ def test_weight_presence_checked_at_run_time(kind, weight, match):
     ins = [f32((2, 3)), f32((4, 2)), X(T.TENSOR_FLOAT32, None, (4,)), scalar(kind)]
     ctx = context(OP, ins, [I32_OUT])
     validate_operation(ctx)
-    kernel = ctx.op.execute(ctx)
+    kernel = ctx.op.kernel(ctx)
     with pytest.raises(GeneralFailure, match=rf"LSH_PROJECTION.*{match}"):
         kernel(ins[0].data, ins[1].data, weight)

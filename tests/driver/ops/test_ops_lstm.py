@@ -142,7 +142,7 @@ def test_run_time_presence_rules_are_checked():
     from lstm_reference import context
 
     ctx = context(LSTM_DEF, ins, outputs())
-    kernel = LSTM_DEF.execute(ctx)
+    kernel = LSTM_DEF.kernel(ctx)
     with pytest.raises(GeneralFailure, match=r"input gate weights must be given all or none"):
         kernel(*[x.data for x in ins if x.is_tensor])
 

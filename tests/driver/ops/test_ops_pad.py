@@ -300,7 +300,7 @@ def test_pad_invalid(row: Bad):
     [
         (np.array([[1, -1]], np.int32), np.zeros((2,), np.float32), r"must be non-negative"),
         (np.array([[1, 1]], np.int32), np.zeros((2, 2), np.float32), r"must be \[2, 2\]"),
-        (np.array([[1, 1]], np.int32), np.zeros((0,), np.float32), r"input 0 is zero-sized"),
+        (np.array([[1, 1]], np.int32), np.zeros((0,), np.float32), r"zero-sized input: input 0 "),
     ],
     ids=["negative", "shape", "zero-sized"],
 )
@@ -308,7 +308,7 @@ def test_runtime_failures(paddings, x, match):
     ctx = context(Op.PAD, [f32((2,), dims=None), ivec([[0, 0]], const=False)], [F32_OUT])
     validate_operation(ctx)
     with pytest.raises(GeneralFailure, match=match) as err:
-        ctx.op.execute(ctx)(x, paddings)
+        ctx.op.kernel(ctx)(x, paddings)
     assert err.value.message.startswith("PAD (")
 
 

@@ -63,7 +63,7 @@ def _run(op: Op, ins: list, outs: list, version: V | None = None):
     if version is not None:
         assert got_version == version
     shapes = ctx.op.prepare(ctx)
-    return shapes, ctx.op.execute(ctx)
+    return shapes, ctx.op.kernel(ctx)
 
 
 # ---------------------------------------------------------------------------
@@ -154,7 +154,7 @@ def test_dequantize_per_channel(axis, out_type):
     scales = [2.0, 0.5, 1.0, 0.25][: data.shape[axis]]
     ctx = _per_channel_ctx(data, scales, axis, out_type)
     assert validate_operation(ctx) == V.V1_2
-    got = ctx.op.execute(ctx)(data)
+    got = ctx.op.kernel(ctx)(data)
     dtype = np.float32 if out_type == T.TENSOR_FLOAT32 else np.float16
     assert np.array_equal(got, dequantize_reference(data, scales, 0, axis, dtype))
 
@@ -166,7 +166,7 @@ def test_dequantize_zero_sized():
     assert got.shape == (0, 3) and got.dtype == np.float32
     ctx = _per_channel_ctx(np.zeros((2, 3), np.int8), [1.0, 2.0, 3.0], 1, T.TENSOR_FLOAT32)
     validate_operation(ctx)
-    assert ctx.op.execute(ctx)(np.zeros((0, 3), np.int8)).shape == (0, 3)
+    assert ctx.op.kernel(ctx)(np.zeros((0, 3), np.int8)).shape == (0, 3)
 
 
 # ---------------------------------------------------------------------------

@@ -66,7 +66,7 @@ def run(logits: X, count: int, seeds, *, const_seeds=True):
     ctx = context(OP, ins, [I32_OUT])
     version = validate_operation(ctx)
     shapes = ctx.op.prepare(ctx)
-    samples = ctx.op.execute(ctx)(logits.data, np.asarray(seeds, np.int32))
+    samples = ctx.op.kernel(ctx)(logits.data, np.asarray(seeds, np.int32))
     assert samples.dtype == np.int32
     assert list(shapes[0]) == [logits.data.shape[0], count]
     return version, samples

@@ -65,7 +65,7 @@ def run(op: Op, ins: list[X], outs: list[X]):
     ctx = context(op, ins, outs)
     version = validate_operation(ctx)
     shapes = ctx.op.prepare(ctx)
-    kernel = ctx.op.execute(ctx)
+    kernel = ctx.op.kernel(ctx)
     arrays = [x.data for x in ins if x.is_tensor]
     result = kernel(*arrays)
     results = result if isinstance(result, tuple) else (result,)
@@ -147,7 +147,7 @@ def test_rnn_unknown_shapes_are_checked_at_run_time():
     bad = list(ins)
     bad[3] = tensor(F32, (1,), dims=None)  # would broadcast silently
     ctx = context(Op.RNN, bad, [out(F32), out(F32)])
-    kernel = ctx.op.execute(ctx)
+    kernel = ctx.op.kernel(ctx)
     with pytest.raises(GeneralFailure, match=r"RNN \(subgraph 0, operation 3\).*bias"):
         kernel(*(x.data for x in bad[:5]))
 
@@ -526,7 +526,7 @@ def test_bidirectional_aux_pattern_checked_at_run_time():
     ins[10] = tensor(F32, (4, 2))  # fw aux weights with a value, the aux input without
     ctx = context(BIDI, ins, _TWO)
     validate_operation(ctx)
-    kernel = ctx.op.execute(ctx)
+    kernel = ctx.op.kernel(ctx)
     with pytest.raises(GeneralFailure, match=r"BIDIRECTIONAL_SEQUENCE_RNN.*auxiliary inputs"):
         kernel(*(x.data for x in ins[:12]))
 
@@ -537,7 +537,7 @@ def test_bidirectional_cross_linking_aux_weights_checked_at_run_time():
     ins = bidi_inputs(F32, True, False, "cross")
     ctx = context(BIDI, ins, _TWO)
     validate_operation(ctx)
-    kernel = ctx.op.execute(ctx)
+    kernel = ctx.op.kernel(ctx)
     arrays = [x.data for x in ins[:12]]
     arrays[10] = np.zeros((4, 5), np.float32)  # aux_input_size is 2
     with pytest.raises(GeneralFailure, match=r"input 10 \(fw_aux_weights\) has shape \[4, 5\]"):

@@ -284,7 +284,7 @@ def test_roi_pooling_empty_cell_gives_the_zero_point():
     ins += [scalar(2), scalar(2), fscalar(1.0), fscalar(1.0), layout(0)]
     ctx = context(Op.ROI_POOLING, ins, [out(T.TENSOR_QUANT8_ASYMM, scale=0.5, zp=77)])
     validate_operation(ctx)
-    got = ctx.op.execute(ctx)(x.data, ins[1].data, ins[2].data)
+    got = ctx.op.kernel(ctx)(x.data, ins[1].data, ins[2].data)
     assert got.reshape(-1).tolist() == [77, 77, 77, 77]
 
 
@@ -465,7 +465,7 @@ def test_malformed_boxes_fail_at_run_time(op, change, pattern):
     ins = pool_ins(change) if op == Op.ROI_POOLING else align_ins(change)
     ctx = context(op, ins, [F32_OUT])
     validate_operation(ctx)
-    kernel = ctx.op.execute(ctx)
+    kernel = ctx.op.kernel(ctx)
     with pytest.raises(GeneralFailure, match=pattern):
         kernel(*[x.data for x in ins if x.is_tensor])
 
@@ -477,6 +477,6 @@ def test_roi_align_loops_only_over_boxes():
     ins[7], ins[8] = scalar(4), scalar(4)
     ctx = context(Op.ROI_ALIGN, ins, [F32_OUT])
     validate_operation(ctx)
-    got = ctx.op.execute(ctx)(x.data, ins[1].data, ins[2].data)
+    got = ctx.op.kernel(ctx)(x.data, ins[1].data, ins[2].data)
     want = roi_align_ref(x.data, ins[1].data, [0], 7, 7, 1.0, 1.0, 4, 4, nchw=False)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

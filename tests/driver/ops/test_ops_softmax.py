@@ -236,18 +236,18 @@ def test_runtime_beta_binds_late():
     ctx = context(Op.SOFTMAX, [f32(), scalar(1.0, T.FLOAT32, const=False)], [F32_OUT])
     assert validate_operation(ctx) == V.V1_0
     with pytest.raises(ValueNotConstant):
-        ctx.op.execute(ctx)
+        ctx.op.kernel(ctx)
     ctx = context(Op.LOG_SOFTMAX, [f32(), beta32(1.0), scalar(0, const=False)], [F32_OUT])
     assert validate_operation(ctx) == V.V1_2
     with pytest.raises(ValueNotConstant):
-        ctx.op.execute(ctx)
+        ctx.op.kernel(ctx)
 
 
 def test_unknown_rank_axis_is_checked_by_the_kernel():
     """With the rank unknown at bind time a bad axis fails when the kernel runs."""
     ctx = context(Op.SOFTMAX, [f32((2, 3), dims=None), beta32(1.0), axis(2)], [F32_OUT])
     validate_operation(ctx)
-    kernel = ctx.op.execute(ctx)
+    kernel = ctx.op.kernel(ctx)
     with pytest.raises(Exception):  # noqa: B017  (the executor turns it into GENERAL_FAILURE)
         kernel(RNG.random((2, 3)).astype(np.float32))
 

@@ -79,7 +79,7 @@ def run(ins):
     ctx = context(Op.SVDF, ins, [out(type_), out(type_)])
     version = validate_operation(ctx)
     shapes = ctx.op.prepare(ctx)
-    state, output = ctx.op.execute(ctx)(*(x.data for x in ins[:5]))
+    state, output = ctx.op.kernel(ctx)(*(x.data for x in ins[:5]))
     return version, shapes, state, output
 
 
@@ -115,7 +115,7 @@ def test_unknown_shapes_and_run_time_checks():
     np.testing.assert_allclose(state, want_state, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(output, want_out, rtol=1e-5, atol=1e-5)
     ctx = context(Op.SVDF, ins, [out(F32), out(F32)])
-    kernel = ctx.op.execute(ctx)
+    kernel = ctx.op.kernel(ctx)
     short_state = np.zeros((2, 3), np.float32)
     with pytest.raises(GeneralFailure, match=r"SVDF \(subgraph 0, operation 3\).*state \(2, 3\)"):
         kernel(*(x.data for x in ins[:4]), short_state)
