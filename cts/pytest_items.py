@@ -155,13 +155,17 @@ NO_TARGET = (
 )
 
 
-def _timeout_given(config: pytest.Config) -> bool:
-    """Whether pytest-timeout has a time limit from its option, ini or environment."""
-    return bool(
-        config.getoption("timeout", None)
+def _default_limit(config: pytest.Config) -> float | None:
+    """The time limit to mark tests without their own with: DEFAULT_TIMEOUT_S unless
+    pytest-timeout has one from its option, ini or environment (or is not loaded)."""
+    if not config.pluginmanager.hasplugin("timeout"):
+        return None
+    given = (
+        config.getoption("timeout", None) is not None
         or config.getini("timeout")
         or os.environ.get("PYTEST_TIMEOUT")
     )
+    return None if given else DEFAULT_TIMEOUT_S
 
 
 class CtsSuite(pytest.Directory):
@@ -188,7 +192,7 @@ class CtsSuite(pytest.Directory):
             )
         except ValueError as e:  # an unreadable file
             raise pytest.UsageError(str(e)) from None
-        default_limit = None if _timeout_given(self.config) else DEFAULT_TIMEOUT_S
+        default_limit = _default_limit(self.config)
         for case in cases:
             item = CtsItem.from_parent(self, name=case.id, case=case)
             limit = case.timeout if case.timeout is not None else default_limit
