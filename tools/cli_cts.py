@@ -198,6 +198,12 @@ def _check(args: argparse.Namespace) -> None:
             "--timeout must be > 0, --fuzz-count >= 0 and --max-timeouts >= 1", EXIT_USAGE
         )
     _families(args)
+    if args.pytest_args and not args.pytest_args[0].startswith("-"):
+        raise CliError(
+            f"unexpected argument {args.pytest_args[0]!r} (pytest's options go after `--`, "
+            "e.g. `nnhal cts -- -rs`)",
+            EXIT_USAGE,
+        )
     if args.vectors is None and args.families and "vectors" in _families(args):
         raise CliError("the vectors family needs --vectors PATH", EXIT_USAGE)
     # found, not imported: pytest must import its plugins itself (assertion rewriting)

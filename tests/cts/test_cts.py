@@ -261,6 +261,7 @@ def test_nnhal_cts_command(tmp_path, capsys, monkeypatch):
     assert root.find(".//testcase[@name='basic/getStatus']") is not None
     assert "SELECT" in cover.read_text()
     assert main(["cts", "--families", "nope"]) == 2
+    assert main(["cts", "stray"]) == 2  # pytest's arguments go after --
     assert main(["cts", "--families", "basic", "-k", "no-such-test"]) == 2
     assert "no tests to run" in capsys.readouterr().err
 
