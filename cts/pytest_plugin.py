@@ -116,7 +116,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             print(
                 "nnhal cts: warning: the fuzz oracle reports the same version string and type "
                 "as the target (the same implementation cannot catch its own kernel bugs; name "
-                "another endpoint with --oracle ADDR)",
+                "another endpoint: `nnhal cts --oracle ADDR`, pytest --cts-oracle ADDR)",
                 file=sys.stderr,
                 flush=True,
             )
