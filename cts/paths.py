@@ -29,7 +29,7 @@ import numpy as np
 from nnhal.cts.core import check, fail
 
 from nnhal import convert as cv
-from nnhal._client_io import IoPlan
+from nnhal._client_io import IoPlan, extension_output_dtypes
 from nnhal._proto.v1_3 import prepared_model_pb2 as ppb
 from nnhal._proto.v1_3 import types_pb2 as tpb
 from nnhal.errors import DeviceUnavailable, HalError, OutputInsufficientSize
@@ -213,7 +213,8 @@ def layout(test: TestModel, *, memory: str = "inline", outputs: str = "empty") -
     dimensions = the expected shapes) or "insufficient" (empty, and output 0
     one byte short; None when output 0 has at most one byte).
     """
-    plan = IoPlan(test.model, test.inputs, test.expected_shapes, memory)
+    dtypes = extension_output_dtypes(test.model, test.expected)  # extension-typed outputs
+    plan = IoPlan(test.model, test.inputs, test.expected_shapes, memory, dtypes)
     if outputs == "specified":
         return plan
     args = [replace(a, dimensions=()) for a in plan.request.outputs]

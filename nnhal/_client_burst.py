@@ -108,10 +108,13 @@ class Burst:
         inputs: Sequence[np.ndarray | None],
         *,
         output_shapes: Sequence[Sequence[int] | None] | None = None,
+        output_dtypes: Sequence[Any] | None = None,
         measure: bool = False,
         memory: str = "inline",
     ) -> ExecutionResult:
-        plan = self.prepared._plan(inputs, output_shapes, memory)
+        """One burst execution on numpy inputs (``output_shapes``, ``output_dtypes`` as
+        for ``PreparedModel.execute``)."""
+        plan = self.prepared._plan(inputs, output_shapes, memory, output_dtypes)
         try:
             result = self.execute_request(plan.request, measure=measure)
             outputs = plan.read_outputs(result.outputShapes, result.pools)

@@ -3,6 +3,12 @@
 ``IoPlan`` turns one execution's numpy inputs into a ``Request`` (inline pools
 or one POSIX shared-memory segment) and reads the outputs back from the reply
 or the segment. ``unlink_segment`` releases a segment this process created.
+
+Outputs of NNAPI operand types are read with the type's own numpy dtype. An
+output of a vendor extension operand type has no layout the HAL defines: the
+caller names its element dtype (``output_dtypes``), checked against the byte
+size the device lists for that type in getSupportedExtensions when known
+(``extension_types``, from ``extension_type_table``).
 """
 
 from __future__ import annotations
@@ -17,6 +23,8 @@ import numpy as np
 from nnhal.types import (
     OPERAND_TYPE_INFO,
     DataLocation,
+    Extension,
+    ExtensionNameAndPrefix,
     InlineMemory,
     MemoryPool,
     Model,
@@ -25,6 +33,7 @@ from nnhal.types import (
     RequestArgument,
     SharedMemory,
     element_count,
+    is_extension_type,
     type_name,
 )
 
@@ -48,8 +57,103 @@ def unlink_segment(segment: shared_memory.SharedMemory) -> None:
     segment.unlink()
 
 
+#: full extension operand type code -> (isTensor, byteSize), as a device lists it
+ExtensionTypes = dict[int, tuple[bool, int]]
+
+
+def extension_type_table(
+    extensions: Sequence[Extension], name_to_prefix: Sequence[ExtensionNameAndPrefix]
+) -> ExtensionTypes:
+    """The operand types of a device's extensions (getSupportedExtensions) under one model's
+    prefixes (its extensionNameToPrefix): full type code -> (isTensor, byteSize)."""
+    prefixes = {e.name: e.prefix for e in name_to_prefix}
+    table: ExtensionTypes = {}
+    for ext in extensions:
+        if ext.name not in prefixes:
+            continue
+        for info in ext.operandTypes:
+            table[(prefixes[ext.name] << 16) | info.type] = (bool(info.isTensor), info.byteSize)
+    return table
+
+
+def has_extension_outputs(model: Model) -> bool:
+    main = model.main
+    return any(is_extension_type(main.operands[i].type) for i in main.outputIndexes)
+
+
+def extension_output_dtypes(
+    model: Model, expected: Sequence[Any | None]
+) -> list[np.dtype | None] | None:
+    """``output_dtypes`` from expected output values: for each main output of a type with
+    no numpy layout (a vendor extension operand type), its expected value's dtype; None
+    elsewhere; None when no output needs one."""
+    main = model.main
+    dtypes: list[np.dtype | None] = []
+    for k, index in enumerate(main.outputIndexes):
+        info = OPERAND_TYPE_INFO.get(main.operands[index].type)
+        value = expected[k] if k < len(expected) else None
+        own_layout = info is not None and info.dtype is not None
+        dtypes.append(None if own_layout or value is None else np.asarray(value).dtype)
+    return dtypes if any(d is not None for d in dtypes) else None
+
+
+_DTYPE_KINDS = "biuf"  # bool, signed and unsigned integers, floats: fixed-size numbers
+
+
+def _output_dtype(
+    j: int, index: int, type_code: int, requested: Any, extension_types: ExtensionTypes | None
+) -> tuple[np.dtype, bool | None]:
+    """The dtype output ``j`` is read as and, for an extension type the device lists,
+    whether it is a tensor (None: not known). ValueError for a request that cannot hold."""
+    info = OPERAND_TYPE_INFO.get(type_code)
+    wanted: np.dtype | None = None
+    if requested is not None:
+        try:
+            wanted = np.dtype(requested)
+        except TypeError as exc:
+            raise ValueError(
+                f"output_dtypes[{j}]: {requested!r} is not a numpy dtype ({exc})"
+            ) from None
+        if wanted.kind not in _DTYPE_KINDS or wanted.itemsize == 0:
+            raise ValueError(
+                f"output_dtypes[{j}]: {wanted} is not a fixed-size number type (bool, int, "
+                "uint or float): an output's elements are numbers"
+            )
+    if info is not None and info.dtype is not None:
+        if wanted is not None and wanted != info.dtype:
+            raise ValueError(
+                f"output {j} (operand {index}) is {type_name(type_code)}, read as "
+                f"{info.dtype}; output_dtypes[{j}] asks for {wanted} (give None, or use "
+                "output_dtypes only for extension operand types)"
+            )
+        return info.dtype, None
+    if wanted is None:
+        raise ValueError(
+            f"output {j} (operand {index}) has type {type_name(type_code)}, which has no "
+            f"numpy layout: pass output_dtypes=[...] with its element dtype at index {j}, "
+            "or use execute_request"
+        )
+    known = None if extension_types is None else extension_types.get(type_code)
+    if known is None:
+        return wanted, None
+    is_tensor, byte_size = known
+    if wanted.itemsize != byte_size:
+        raise ValueError(
+            f"output {j} (operand {index}) has {type_name(type_code)}, {byte_size} byte(s) "
+            f"per element as the device lists it (getSupportedExtensions); output_dtypes[{j}] "
+            f"{wanted} has {wanted.itemsize}"
+        )
+    return wanted, is_tensor
+
+
 class IoPlan:
-    """Where each input and output of one execution lives, and how to read them back."""
+    """Where each input and output of one execution lives, and how to read them back.
+
+    ``output_dtypes`` (one entry per output, None = the operand type's own dtype) names
+    the element dtype of outputs of extension operand types; ``extension_types`` (see
+    ``extension_type_table``) lets the plan check it against the device's byte size and
+    know which extension types are scalars.
+    """
 
     def __init__(
         self,
@@ -57,6 +161,8 @@ class IoPlan:
         inputs: Sequence[np.ndarray | None],
         output_shapes: Sequence[Sequence[int] | None] | None,
         memory: str,
+        output_dtypes: Sequence[Any] | None = None,
+        extension_types: ExtensionTypes | None = None,
     ) -> None:
         if memory not in ("inline", "shared"):
             raise ValueError(f"memory must be 'inline' or 'shared', not {memory!r}")
@@ -67,6 +173,17 @@ class IoPlan:
             raise ValueError(
                 f"the model has {len(main.outputIndexes)} outputs; output_shapes has "
                 f"{len(output_shapes)} entries"
+            )
+        if output_dtypes is not None and (
+            isinstance(output_dtypes, (str, np.dtype, type))
+            or len(output_dtypes) != len(main.outputIndexes)
+        ):
+            count = "is not a sequence" if isinstance(output_dtypes, (str, np.dtype, type)) else (
+                f"has {len(output_dtypes)} entries"
+            )
+            raise ValueError(
+                f"the model has {len(main.outputIndexes)} outputs; output_dtypes {count} "
+                "(one entry per output, None for an NNAPI operand type)"
             )
         self.memory = memory
         self.shared = memory == "shared"
@@ -97,14 +214,12 @@ class IoPlan:
         self.outputs: list[tuple[int, tuple[int, ...], np.dtype, int, bool]] = []
         for j, index in enumerate(main.outputIndexes):
             operand = main.operands[index]
+            requested = None if output_dtypes is None else output_dtypes[j]
+            dtype, ext_tensor = _output_dtype(j, index, operand.type, requested, extension_types)
             info = OPERAND_TYPE_INFO.get(operand.type)
-            if info is None or info.dtype is None:
-                raise ValueError(
-                    f"output {j} (operand {index}) has type {type_name(operand.type)}, which has "
-                    "no numpy layout; use execute_request"
-                )
+            scalar = info.is_scalar if info is not None else ext_tensor is False
             given = None if output_shapes is None else output_shapes[j]
-            if info.is_scalar:
+            if scalar:
                 dims: tuple[int, ...] = ()
                 request_dims: tuple[int, ...] = ()
             elif given is not None:
@@ -116,7 +231,7 @@ class IoPlan:
                         f"output {j} (operand {index}) has unknown dimensions {list(dims)} in the "
                         "model: pass output_shapes=[...] to size its buffer"
                     )
-            size = info.byte_size * element_count(dims)
+            size = dtype.itemsize * element_count(dims)
             offset = _align(offset)
             out_args.append(
                 RequestArgument(
@@ -124,7 +239,7 @@ class IoPlan:
                     dimensions=request_dims,
                 )
             )
-            self.outputs.append((offset, dims, info.dtype, size, info.dtype == np.bool_))
+            self.outputs.append((offset, dims, dtype, size, dtype == np.bool_))
             offset += size
         output_bytes = offset if not self.shared else offset - input_bytes
 

@@ -10,7 +10,9 @@ server's message. Transport faults are raised as ``DeviceUnavailable``.
 arrays out, the request and its memory built for you (``memory="inline"``
 sends the bytes in the messages; ``memory="shared"`` puts inputs and outputs
 in one POSIX shared-memory segment that the server maps in place, unlinked
-afterwards). ``execute_request`` is the low-level form over a ``Request``.
+afterwards). ``execute_request`` is the low-level form over a ``Request``. Outputs of vendor
+extension operand types are read with the dtypes given as ``output_dtypes``
+(checked against the byte sizes the device lists in getSupportedExtensions).
 
 Deadlines (``deadline_ns``) are absolute points on the steady clock, in
 nanoseconds: ``time.monotonic_ns() + budget``. CLOCK_MONOTONIC is shared by
@@ -40,7 +42,7 @@ import numpy as np
 
 from nnhal import convert as cv
 from nnhal._client_burst import Burst
-from nnhal._client_io import IoPlan
+from nnhal._client_io import ExtensionTypes, IoPlan, extension_type_table, has_extension_outputs
 from nnhal._client_results import (
     ExecutionResult,
     RequestResult,
@@ -354,6 +356,7 @@ class PreparedModel:
         self.id = id
         self.model = model  # needed by execute() to lay out numpy inputs/outputs
         self._stub = device.prepared_model_stub
+        self._extension_types: ExtensionTypes | None = None
 
     def __repr__(self) -> str:
         return f"nnhal.client.PreparedModel(id={self.id})"
@@ -364,10 +367,30 @@ class PreparedModel:
     def __exit__(self, *exc: object) -> None:
         self.release()
 
-    def _plan(self, inputs: Sequence[np.ndarray | None], output_shapes: Any, memory: str) -> IoPlan:
+    def _plan(
+        self,
+        inputs: Sequence[np.ndarray | None],
+        output_shapes: Any,
+        memory: str,
+        output_dtypes: Sequence[Any] | None = None,
+    ) -> IoPlan:
         if self.model is None:
             raise ValueError("this prepared model has no local Model: use execute_request")
-        return IoPlan(self.model, inputs, output_shapes, memory)
+        types = None
+        if output_dtypes is not None and has_extension_outputs(self.model):
+            types = self._extension_type_table()
+        return IoPlan(self.model, inputs, output_shapes, memory, output_dtypes, types)
+
+    def _extension_type_table(self) -> ExtensionTypes:
+        """The device's extension operand types under this model's prefixes, asked once
+        (a device lists an extension only when it supports all of it; others stay unknown)."""
+        if self._extension_types is None:
+            assert self.model is not None
+            extensions = self.device.getSupportedExtensions()
+            self._extension_types = extension_type_table(
+                extensions, self.model.extensionNameToPrefix
+            )
+        return self._extension_types
 
     # ---- numpy level ----
 
@@ -376,6 +399,7 @@ class PreparedModel:
         inputs: Sequence[np.ndarray | None],
         *,
         output_shapes: Sequence[Sequence[int] | None] | None = None,
+        output_dtypes: Sequence[Any] | None = None,
         measure: bool = False,
         deadline_ns: int | None = None,
         loop_timeout_ns: int | None = None,
@@ -387,10 +411,13 @@ class PreparedModel:
         Output buffers are sized from ``output_shapes`` (one entry per output,
         None = the model's dimensions) or else from the model's main output
         dimensions; an output whose dimensions the model leaves unknown needs
-        an ``output_shapes`` entry. ``synchronous`` picks executeSynchronously_1_3
-        over execute_1_3 (the same outcome over this wire).
+        an ``output_shapes`` entry. ``output_dtypes`` (one entry per output, None =
+        the operand type's dtype) gives the element dtype of each output of a vendor
+        extension operand type, which has no layout of its own (ValueError without it,
+        or when it disagrees with the type). ``synchronous`` picks
+        executeSynchronously_1_3 over execute_1_3 (the same outcome over this wire).
         """
-        plan = self._plan(inputs, output_shapes, memory)
+        plan = self._plan(inputs, output_shapes, memory, output_dtypes)
         try:
             result = self.execute_request(
                 plan.request,
@@ -415,14 +442,16 @@ class PreparedModel:
         *,
         waitFor: Sequence[int] = (),
         output_shapes: Sequence[Sequence[int] | None] | None = None,
+        output_dtypes: Sequence[Any] | None = None,
         measure: bool = False,
         deadline_ns: int | None = None,
         loop_timeout_ns: int | None = None,
         duration_ns: int | None = None,
         memory: str = "inline",
     ) -> tuple[list[np.ndarray], FencedResult]:
-        """``executeFenced`` on numpy inputs: the outputs and the fence/callback."""
-        plan = self._plan(inputs, output_shapes, memory)
+        """``executeFenced`` on numpy inputs: the outputs and the fence/callback
+        (``output_shapes``, ``output_dtypes`` as for ``execute``)."""
+        plan = self._plan(inputs, output_shapes, memory, output_dtypes)
         try:
             fenced = self.executeFenced(
                 plan.request,

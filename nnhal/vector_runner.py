@@ -39,6 +39,7 @@ __all__ = [
     "compare_outputs",
     "connect_device",
     "dump_name",
+    "output_dtypes",
     "run_test_model",
     "run_vectors",
     "summary_line",
@@ -78,6 +79,15 @@ def dump_name(name: str) -> str:
 
 def _status(e: HalError) -> str:
     return str(e)  # "<STATUS>: message"
+
+
+def output_dtypes(test: TestModel) -> list[np.dtype | None] | None:
+    """``execute``'s ``output_dtypes`` for a test model: for each output of a vendor
+    extension operand type, the dtype of its expected value (the vector file stores it);
+    None where the operand type has its own layout, and None when no output needs one."""
+    from nnhal._client_io import extension_output_dtypes
+
+    return extension_output_dtypes(test.model, test.expected)
 
 
 def run_test_model(
@@ -120,6 +130,7 @@ def run_test_model(
             run = prepared.execute(
                 test.inputs,
                 output_shapes=test.expected_shapes,
+                output_dtypes=output_dtypes(test),
                 loop_timeout_ns=loop_timeout_ns,
             )
         except HalError as e:

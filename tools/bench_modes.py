@@ -12,7 +12,10 @@ grpc-shm    the same with request memory in a POSIX shared-memory segment
 burst       an execution burst (bidirectional stream), inline bytes
 ==========  =================================================================
 
-``Harness`` owns the device, the server and the client for one suite run;
+``Harness`` owns the device (with the op packages ``nnhal bench --op-package`` and the
+installed ones give it, as ``nnhal serve`` builds it), the server and the client for one
+suite run; the executor modes compile a model as that device prepares it (its packages'
+kernels and rewrite rules);
 ``runners`` prepares one workload in every mode asked for and returns a
 callable per mode giving the outputs as numpy arrays. The loop timeout
 (loopTimeoutDuration) and a deadline relative to each call apply to every
@@ -46,6 +49,7 @@ class Harness:
         loop_timeout_ns: int | None = None,
         deadline_ms: float | None = None,
         profile: str | None = None,
+        device_options: dict[str, Any] | None = None,
     ) -> None:
         from nnhal.driver.device import Device
 
@@ -57,12 +61,13 @@ class Harness:
             LOOP_TIMEOUT_DEFAULT_NS if loop_timeout_ns is None else loop_timeout_ns
         )
         self.deadline_ns = None if deadline_ms is None else int(deadline_ms * 1e6)
+        options = device_options or {}  # op packages, their backend (cli_oppkg.device_options)
         if profile:
             from nnhal.driver.profile import load_profile
 
-            self.device = Device(load_profile(profile))
+            self.device = Device(load_profile(profile), **options)
         else:
-            self.device = Device()
+            self.device = Device(**options)
         self.server = self.client = None
         self.address = ""
         self._release: list[Callable[[], object]] = []
@@ -91,29 +96,48 @@ class Harness:
         if self.server is not None:
             self.server.stop(None)
             self.server = None
+        self.device.close()  # op-package worker processes
 
     def _deadline(self) -> int | None:
         return None if self.deadline_ns is None else time.monotonic_ns() + self.deadline_ns
 
+    def compile(self, model: Any, *, specialize: bool = True) -> Any:
+        """``compile_model`` as the device prepares ``model``: with its op packages' kernels
+        and rewrite rules when it has any."""
+        from nnhal.driver.executor import compile_model
+
+        extensions = self.device.extensions
+        if not extensions:
+            return compile_model(model, specialize=specialize)
+        from nnhal.driver.extensions import compiling
+
+        analysis = self.device.analyze(model)
+        with compiling(analysis.extensions):
+            return compile_model(
+                extensions.rewrite(model), pool_views=analysis.pool_views(), specialize=specialize
+            )
+
     def runners(
-        self, model: Any, inputs: list[np.ndarray], output_shapes: list[tuple[int, ...]]
+        self,
+        model: Any,
+        inputs: list[np.ndarray],
+        output_shapes: list[tuple[int, ...]],
+        output_dtypes: list[Any] | None = None,
     ) -> dict[str, Callable[[], list[np.ndarray]]]:
-        """One callable per mode running ``model`` on ``inputs``."""
+        """One callable per mode running ``model`` on ``inputs`` (``output_dtypes``: for
+        outputs of extension operand types, as ``nnhal.client`` takes them)."""
         out: dict[str, Callable[[], list[np.ndarray]]] = {}
         lt = self.loop_timeout_ns
+        dtypes = output_dtypes
         if "executor" in self.modes:
-            from nnhal.driver.executor import compile_model
-
-            compiled = compile_model(model)
+            compiled = self.compile(model)
             out["executor"] = lambda: compiled.run(
                 [None if a is None else a.copy() for a in inputs],
                 loop_timeout_ns=lt,
                 deadline_ns=self._deadline(),
             )
         if "generic" in self.modes:
-            from nnhal.driver.executor import compile_model
-
-            plain = compile_model(model, specialize=False)
+            plain = self.compile(model, specialize=False)
             out["generic"] = lambda: plain.run(
                 [None if a is None else a.copy() for a in inputs],
                 loop_timeout_ns=lt,
@@ -121,21 +145,29 @@ class Harness:
             )
         if "prepared" in self.modes:
             prepared = self.device.prepareModel_1_3(model)
-            out["prepared"] = _prepared_runner(self, prepared, model, inputs, output_shapes)
+            out["prepared"] = _prepared_runner(self, prepared, model, inputs, output_shapes, dtypes)
         if self.client is not None and any(m in self.modes for m in _REMOTE):
             remote = self.client.prepareModel_1_3(model)
             self._release.append(remote.release)
             for mode, memory in (("grpc", "inline"), ("grpc-shm", "shared")):
                 if mode in self.modes:
-                    out[mode] = _remote_runner(self, remote, inputs, output_shapes, memory)
+                    out[mode] = _remote_runner(
+                        self, remote, inputs, output_shapes, memory, dtypes
+                    )
             if "burst" in self.modes:
                 burst = remote.burst()
                 self._release.insert(0, burst.close)
-                out["burst"] = lambda: burst.execute(inputs, output_shapes=output_shapes).outputs
+                out["burst"] = lambda: burst.execute(
+                    inputs, output_shapes=output_shapes, output_dtypes=dtypes
+                ).outputs
         return out
 
     def timing(
-        self, model: Any, inputs: list[np.ndarray], output_shapes: list[tuple[int, ...]]
+        self,
+        model: Any,
+        inputs: list[np.ndarray],
+        output_shapes: list[tuple[int, ...]],
+        output_dtypes: list[Any] | None = None,
     ) -> dict[str, int] | None:
         """The driver's Timing (µs) of one measured execution over gRPC, or None."""
         if self.client is None:
@@ -145,6 +177,7 @@ class Harness:
             result = remote.execute(
                 inputs,
                 output_shapes=output_shapes,
+                output_dtypes=output_dtypes,
                 measure=True,
                 loop_timeout_ns=self.loop_timeout_ns,
             )
@@ -156,8 +189,8 @@ class Harness:
         }
 
 
-def _prepared_runner(harness, prepared, model, inputs, output_shapes):
-    plan = IoPlan(model, inputs, output_shapes, "inline")
+def _prepared_runner(harness, prepared, model, inputs, output_shapes, output_dtypes=None):
+    plan = IoPlan(model, inputs, output_shapes, "inline", output_dtypes)
     pools = plan.request.pools
     lt = harness.loop_timeout_ns
 
@@ -171,7 +204,7 @@ def _prepared_runner(harness, prepared, model, inputs, output_shapes):
     return run
 
 
-def _remote_runner(harness, remote, inputs, output_shapes, memory):
+def _remote_runner(harness, remote, inputs, output_shapes, memory, output_dtypes=None):
     lt = harness.loop_timeout_ns
 
     def run() -> list[np.ndarray]:
@@ -181,6 +214,7 @@ def _remote_runner(harness, remote, inputs, output_shapes, memory):
             loop_timeout_ns=lt,
             deadline_ns=harness._deadline(),
             memory=memory,
+            output_dtypes=output_dtypes,
         ).outputs
 
     return run

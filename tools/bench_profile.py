@@ -66,12 +66,20 @@ def _roles(plans) -> dict[int, str]:
     return roles
 
 
-def profile_operations(model, inputs, *, loop_timeout_ns: int, runs: int = 3) -> dict:
-    """Per-operation and per-role time of one execution (the fastest of ``runs``)."""
+def profile_operations(
+    model, inputs, *, loop_timeout_ns: int, runs: int = 3, compile=None
+) -> dict:
+    """Per-operation and per-role time of one execution (the fastest of ``runs``).
+    ``compile(model)``: an unspecialised compiled model (default ``compile_model``; the
+    bench harness gives its device's, with op-package kernels)."""
     from nnhal.driver.executor import compile_model
     from nnhal.driver.executor.model import CompiledModel
 
-    base = compile_model(model, specialize=False)
+    if compile is None:
+        base = compile_model(model, specialize=False)
+    else:
+        base = compile(model)
+    model = base.model  # after any op-package rewrite rules
     roles = _roles(base.plans)
     best: dict | None = None
     for _ in range(max(1, runs)):

@@ -32,6 +32,7 @@ from nnhal.tools.bench_modes import MODES, Harness
 from nnhal.tools.bench_threads import threads_line
 from nnhal.tools.bench_workloads import Workload
 
+from nnhal._client_io import extension_output_dtypes
 from nnhal.errors import HalError
 
 
@@ -96,8 +97,10 @@ def run_suite(
     profile_ops: bool = True,
     progress: bool = True,
     device_profile: str | None = None,
+    device_options: dict[str, Any] | None = None,
 ) -> dict:
-    """Run the suite; the JSON document (``ok`` false when any output disagreed)."""
+    """Run the suite; the JSON document (``ok`` false when any output disagreed).
+    ``device_options``: ``Device(...)`` keywords (op packages, ``cli_oppkg.local_options``)."""
     from nnhal.tools import bench_onnx
     from nnhal.tools.bench_profile import profile_operations
 
@@ -129,7 +132,11 @@ def run_suite(
         total = sum(len(trips or w.trips) for w in workloads)
         bar = tqdm(total=total, desc="bench", unit="case", file=sys.stderr, leave=False)
     with Harness(
-        modes, loop_timeout_ns=lt_ns, deadline_ms=deadline_ms, profile=device_profile
+        modes,
+        loop_timeout_ns=lt_ns,
+        deadline_ms=deadline_ms,
+        profile=device_profile,
+        device_options=device_options,
     ) as h:
         for w in workloads:
             entry = _run_workload(h, w, trips or list(w.trips), rounds, min_time, warmup, ort_skip)
@@ -139,12 +146,16 @@ def run_suite(
             expected = w.numpy(inputs) if w.numpy is not None else None
             shapes = _output_shapes(w, inputs, expected)
             try:
-                entry["timing"] = h.timing(w.model, inputs, shapes)
+                dtypes = None if expected is None else extension_output_dtypes(w.model, expected)
+                entry["timing"] = h.timing(w.model, inputs, shapes, dtypes)
             except Exception as exc:  # noqa: BLE001  (reported, not fatal)
                 entry["timing"] = f"failed: {exc}"
             if profile_ops:
                 entry["profile"] = profile_operations(
-                    w.model, w.inputs(params[0]), loop_timeout_ns=h.loop_timeout_ns
+                    w.model,
+                    w.inputs(params[0]),
+                    loop_timeout_ns=h.loop_timeout_ns,
+                    compile=lambda m: h.compile(m, specialize=False),
                 )
             doc["workloads"].append(entry)
             doc["ok"] = doc["ok"] and entry["ok"]
@@ -189,7 +200,8 @@ def _run_workload(h, w: Workload, params, rounds, min_time, warmup, ort_skip) ->
     for param in params:
         inputs = w.inputs(param)
         expected = w.numpy(inputs) if w.numpy is not None else None
-        ways = h.runners(w.model, inputs, _output_shapes(w, inputs, expected))
+        dtypes = None if expected is None else extension_output_dtypes(w.model, expected)
+        ways = h.runners(w.model, inputs, _output_shapes(w, inputs, expected), dtypes)
         if w.numpy is not None and w.timed_reference:
             ways["numpy"] = lambda inputs=inputs: w.numpy(inputs)
         if session is not None:

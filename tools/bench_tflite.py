@@ -89,7 +89,9 @@ def cmd_bench_tflite(args: argparse.Namespace) -> int:
         skipped["litert"] = "not installed (pip install 'nnhal[tflite]')"
     except (RuntimeError, ValueError) as e:
         skipped["litert"] = f"cannot run the model: {str(e).splitlines()[0]}"
-    with local_device(args.profile) as dev:
+    from nnhal.tools.cli_oppkg import local_options
+
+    with local_device(args.profile, **local_options(args)) as dev:  # --op-package, installed
         prepared = dev.prepareModel_1_3(part.model)
         try:
             cases["grpc"] = lambda: prepared.execute(feeds, output_shapes=shapes)

@@ -266,6 +266,8 @@ def _execute_sized(
     """
     from nnhal.errors import OutputInsufficientSize
 
+    from nnhal.vector_runner import output_dtypes
+
     shapes = [tuple(s) for s in test.expected_shapes]
     dynamic = any(_is_tensor(t) and (not s or 0 in s) for s, t in zip(shapes, test.output_types))
     for attempt in range(2):
@@ -276,6 +278,7 @@ def _execute_sized(
             return prepared.execute(
                 inputs,
                 output_shapes=shapes,
+                output_dtypes=output_dtypes(test),  # extension-typed outputs: the file's dtype
                 measure=True,
                 deadline_ns=deadline,
                 loop_timeout_ns=loop_ns,

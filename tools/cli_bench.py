@@ -68,6 +68,9 @@ def add_bench_parser(sub, legacy: Callable[[argparse.Namespace], int]) -> None:
     p.add_argument("--no-profile", action="store_true", help="skip the per-operation profile")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--profile", metavar="NAME|PATH", help="device profile of the driver")
+    from nnhal.tools.cli_oppkg import add_serve_options
+
+    add_serve_options(p)  # --op-package, --package-backend: the driver's op packages
     add_threads_option(p)
     p.set_defaults(func=cmd_bench_suite, bench=None, bench_parser=p)
 
@@ -145,6 +148,7 @@ def cmd_bench_suite(args: argparse.Namespace) -> int:
         profile_ops=not args.no_profile,
         progress=not args.no_progress and sys.stderr.isatty(),
         device_profile=args.profile,
+        device_options=_device_options(args),
     )
     print_table(doc, args.compare)
     if args.targets:
@@ -163,6 +167,16 @@ def cmd_bench_suite(args: argparse.Namespace) -> int:
         written = write_plots(doc, args.plot)
         print(f"plots: {written}" if isinstance(written, str) else f"plots: {', '.join(written)}")
     return EXIT_OK if doc["ok"] else EXIT_FAILED
+
+
+def _device_options(args: argparse.Namespace) -> dict:
+    """The op packages (``--op-package``, installed ones) and ``--package-backend`` of the
+    benchmarked driver, loaded as ``nnhal serve`` loads them."""
+    from nnhal.tools.cli import _load_profile
+    from nnhal.tools.cli_oppkg import local_options
+
+    _load_profile(args.profile)  # a bad profile: its own message before packages load
+    return local_options(args)
 
 
 def cmd_bench_models(args: argparse.Namespace) -> int:

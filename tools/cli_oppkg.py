@@ -290,7 +290,9 @@ def add_parsers(sub: Any) -> None:
     add_serve_options(r)
     r.set_defaults(func=cmd_rules)
     t = ops.add_parser(
-        "test", help="generate operations from a definition; check support answers and kernels"
+        "test", help="generate operations from a definition; check support answers and kernels",
+        description="Generate operations from a definition (hypothesis: pip install "
+        "'nnhal[oppkg]'); check support answers and kernels against a reference.",
     )
     t.add_argument("package", metavar="CONFIG_OR_PACKAGE", help="config file or package dir")
     t.add_argument("--reference", metavar="MODULE",

@@ -292,6 +292,11 @@ class PackageOp:
         for pos, ((t, _), info) in enumerate(zip(layout, ctx.inputs)):
             if _is_scalar(info.type) and not info.omitted:
                 scalar_values[pos] = ctx.scalar(pos)
+                # a constant outside its Enumeration is refused by the support check; a
+                # value that arrives only with the request is checked here, when it binds
+                why = _outside_enumeration(scalar_values[pos], t.enum) if t.enum else None
+                if why is not None:
+                    raise ctx.fail(f"{t.kind} {t.name!r} (input {pos}) {why}")
         dtypes = [_dtype(info.type) for info in ctx.outputs]
         single = len(ctx.outputs) == 1
         # Where each argument comes from, decided once: the k-th tensor the executor

@@ -150,6 +150,12 @@ def _scalar_value(p: TensorSpec, dt: str, draw: Any, st: Any) -> Any:
     return draw(st.integers(0, 3))
 
 
+def _constant(code: int, value: np.ndarray) -> Any:
+    """A constant's value for ModelBuilder: an extension operand type has no numpy layout
+    of its own in the HAL, so its data goes as the bytes of its element type."""
+    return np.ascontiguousarray(value).tobytes() if code > 0xFFFF else value
+
+
 def _type_code(dt: str, scalar: bool) -> int | None:
     codes = nnapi_types(dt, scalar, PREFIX)
     return next(iter(codes)) if codes else None
@@ -232,7 +238,7 @@ def generate_case(
         code = _type_code(dt, False)
         value = _values(dt, tshape, rng)
         if t.static:
-            ins.append(g.constant(code, value, tshape, scale, zp))
+            ins.append(g.constant(code, _constant(code, value), tshape, scale, zp))
         else:
             ins.append(g.input(code, tshape, scale, zp))
             arrays.append(value)
@@ -264,16 +270,18 @@ def generate_case(
                 forbidden = f"{p.name}={value} outside its Enumeration {list(p.enum)}"
             if dt == "BOOL_8":
                 value = bool(value)
-            ins.append(g.constant(code, value))
+            ins.append(g.constant(code, _constant(code, np.asarray(value, _PLAIN[dt]))
+                                  if code > 0xFFFF else value))  # fmt: skip
             text.append(f"{p.name}={value!r}")
         else:
             dims = (draw(st.integers(1, 3)),) * max(1, _RANKS.get(p.rank or "", 1))
-            value = (
-                np.asarray(p.default, dtype=_PLAIN.get(dt, np.float32))
-                if p.default is not None and isinstance(p.default, list)
-                else _values(dt, dims, rng)
-            )
-            ins.append(g.constant(code, value, value.shape))
+            if p.default is not None and isinstance(p.default, list):
+                value = np.asarray(p.default, dtype=_PLAIN.get(dt, np.float32))
+            elif p.enum:  # every element one of the Enumeration's values
+                value = rng.integers(0, len(p.enum), size=dims).astype(_PLAIN[dt])
+            else:
+                value = _values(dt, dims, rng)
+            ins.append(g.constant(code, _constant(code, value), value.shape))
             text.append(f"{p.name}={value.tolist()!r}")
     outs = []
     out_types = []
@@ -428,6 +436,16 @@ def test_operation(
     if not runs:
         report.reference = f"not run on this backend ({why_not})"
         return report
+    if not impls and builtin is None:
+        # nothing can run: one finding, not one per generated case
+        notes = "; ".join(package.notes) or "none registered"
+        report.reference = "not run (no kernel implementation)"
+        report.disagreements.append(
+            f"{op_def.name} on {backend}: the definition offers it, but package "
+            f"{spec.package_name!r} has no kernel implementation of it ({notes}): "
+            "getSupportedOperations can never say supported"
+        )
+        return report
     device = _device(package, backend)
     one = {i.name: _device(_only(package, op_def, i), backend) for i in impls}
     ref_device = _device(_only(package, op_def, ref_impl), backend) if ref_impl else None
@@ -537,11 +555,19 @@ def format_report(reports: list[OpReport]) -> list[str]:
     return lines
 
 
+#: why ``nnhal oppkg test`` cannot run, and how to make it (exit status 1)
+MISSING_HYPOTHESIS = (
+    "needs hypothesis, which is not installed: pip install 'nnhal[oppkg]' (or pip install "
+    "hypothesis)"
+)
+
+
 def run_package_test(
     path: str, reference: str | None = None, examples: int = 40, seed: int = 0,
     backends: list[str] | None = None, out: Any = None,
 ) -> int:  # fmt: skip
-    """``nnhal oppkg test``: 0 when every answer and output agrees, 1 otherwise, 2 on bad use."""
+    """``nnhal oppkg test``: 0 when every answer and output agrees, 1 otherwise (also when
+    hypothesis, the ``oppkg`` extra, is missing), 2 on bad use."""
     from nnhal.driver.op_packages.discovery import load_path
     from nnhal.driver.op_packages.spec import ConfigError
 
@@ -549,9 +575,9 @@ def run_package_test(
     prog = "nnhal oppkg test"
     try:
         import hypothesis  # noqa: F401
-    except ImportError:
-        print(f"{prog}: error: needs hypothesis (pip install hypothesis)", file=sys.stderr)
-        return 2
+    except ImportError:  # an optional dependency: the `oppkg` extra (pyproject.toml)
+        print(f"{prog}: error: {MISSING_HYPOTHESIS}", file=sys.stderr)
+        return 1
     if examples < 1:
         print(f"{prog}: error: --examples must be >= 1", file=sys.stderr)
         return 2

@@ -446,34 +446,45 @@ def check_package(spec: PackageSpec, line_of: dict[str, int] | None = None) -> N
         for t in (*op.inputs, *op.params):
             if t.default is not None:
                 check_default(src, op, t)
-    # BACKEND_SPECIFIC must be resolved by every backend that runs the op
+    # BACKEND_SPECIFIC (a Datatype or a Layout) must be resolved by every backend that
+    # runs the op: "must be used in conjunction with a SupplementalOpDef"
     for op in spec.ops:
         for t in (*op.inputs, *op.outputs, *op.params):
-            if BACKEND_SPECIFIC not in t.datatypes:
-                continue
-            listed = {b.name.lower() for b in spec.backends}
-            missing = [b for b in op.supported_backends if b.lower() not in listed]
-            if not spec.backends or missing:
-                names = ", ".join(missing) if missing else "any backend"
-                raise ConfigError(
-                    src,
-                    t.line,
-                    f"{op.name} {t.kind} {t.name!r}",
-                    f"Datatype BACKEND_SPECIFIC needs a SupplementalOpDefList giving it a "
-                    f"Datatype, but there is none for {names}",
-                )
-            for b in spec.backends:
-                if not spec.runs_on(b.name, op)[0]:
-                    continue
-                o = b.overrides.get(op.name, {}).get(t.name)
-                if o is None or not o.datatypes:
-                    raise ConfigError(
-                        src,
-                        t.line,
-                        f"{op.name} {t.kind} {t.name!r}",
-                        f"Datatype BACKEND_SPECIFIC but backend {b.name} gives no "
-                        "SupplementalOpDef Datatype for it",
-                    )
+            for field, open_ in (
+                ("Datatype", BACKEND_SPECIFIC in t.datatypes),
+                ("Layout", t.layout == BACKEND_SPECIFIC),
+            ):
+                if open_:
+                    _check_resolved(spec, src, op, t, field)
+
+
+def _check_resolved(spec: PackageSpec, src: str, op: OpSpec, t: TensorSpec, field: str) -> None:
+    """A BACKEND_SPECIFIC ``field`` of ``t`` is given by a SupplementalOpDef of every backend
+    that runs ``op``."""
+    listed = {b.name.lower() for b in spec.backends}
+    missing = [b for b in op.supported_backends if b.lower() not in listed]
+    if not spec.backends or missing:
+        names = ", ".join(missing) if missing else "any backend"
+        raise ConfigError(
+            src,
+            t.line,
+            f"{op.name} {t.kind} {t.name!r}",
+            f"{field} BACKEND_SPECIFIC needs a SupplementalOpDefList giving it a "
+            f"{field}, but there is none for {names}",
+        )
+    for b in spec.backends:
+        if not spec.runs_on(b.name, op)[0]:
+            continue
+        o = b.overrides.get(op.name, {}).get(t.name)
+        given = None if o is None else (o.datatypes if field == "Datatype" else o.layout)
+        if not given or given == BACKEND_SPECIFIC:
+            raise ConfigError(
+                src,
+                t.line,
+                f"{op.name} {t.kind} {t.name!r}",
+                f"{field} BACKEND_SPECIFIC but backend {b.name} gives no "
+                f"SupplementalOpDef {field} for it",
+            )
 
 
 #: datatype family -> the Python values a Default of that datatype may hold

@@ -86,6 +86,44 @@ def test_backend_specific_backend_without_list_refused(tmp_path: Path) -> None:
     assert "there is none for HTP" in err.detail
 
 
+LAYOUT_SUPPLEMENT = """<SupplementalOpDefList Backend="CPU"><SupplementalOpDef><Name>MyOp</Name>
+          <Input><Name>x</Name>{shape}</Input>
+          </SupplementalOpDef></SupplementalOpDefList>"""
+
+
+@pytest.mark.parametrize(
+    ("supplement", "fragment"),
+    [
+        ("", "Layout BACKEND_SPECIFIC needs a SupplementalOpDefList giving it a Layout, but "
+             "there is none for any backend"),
+        (LAYOUT_SUPPLEMENT.format(shape=""),
+         "Layout BACKEND_SPECIFIC but backend CPU gives no SupplementalOpDef Layout for it"),
+    ],
+)  # fmt: skip
+def test_backend_specific_layout_needs_a_supplement(
+    tmp_path: Path, supplement: str, fragment: str
+) -> None:
+    """The seed: a BACKEND_SPECIFIC Layout "must be used in conjunction with a
+    SupplementalOpDef to specify a concrete layout", as a BACKEND_SPECIFIC Datatype."""
+    shape = "<Shape><Rank>4D</Rank><Layout>BACKEND_SPECIFIC</Layout></Shape>"
+
+    def config(supplement: str) -> str:
+        return _xml("", supplement).replace(
+            "<Input><Name>x</Name><Datatype>QNN_DATATYPE_FLOAT_32</Datatype></Input>",
+            f"<Input><Name>x</Name><Datatype>QNN_DATATYPE_FLOAT_32</Datatype>{shape}</Input>",
+            1,
+        )
+
+    err = _refused(tmp_path, "layout.xml", config(supplement))
+    assert err.line == 6 and err.element == "MyOp input 'x'"
+    assert fragment in err.detail
+    # a supplement giving the layout resolves it
+    good = tmp_path / "layout_ok.xml"
+    good.write_text(config(LAYOUT_SUPPLEMENT.format(shape="<Shape><Layout>NHWC</Layout></Shape>")))
+    (spec,) = load_config(good)
+    assert spec.resolved("CPU").op("MyOp").inputs[0].layout == "NHWC"
+
+
 @pytest.mark.parametrize(
     ("param", "fragment"),
     [
@@ -210,6 +248,58 @@ def test_ascend_keys_accepted_with_meaning(tmp_path: Path) -> None:
     assert err.line == 10 and "'maybe' is not true/false" in err.detail
 
 
+ASCEND_SEED_KEYS = """\
+[AllKeys]
+input0.name=x
+input0.paramType=required
+input0.dtype=float16,float
+input0.format=ND,ND
+input0.reshapeType=NC
+input0.shape=all
+input1.name=b
+input1.paramType=optional
+input1.dtype=float16,float
+input1.format=ND,ND
+output0.name=y
+output0.paramType=required
+output0.dtype=float16,float
+output0.format=ND,ND
+output0.shape=all
+attr.list=alpha
+attr_alpha.type=float
+attr_alpha.value=all
+attr_alpha.paramType=optional
+attr_alpha.defaultValue=1.0
+opFile.value=all_keys_impl
+opInterface.value=all_keys_entry
+op.pattern=broadcast
+dynamicFormat.flag=false
+precision_reduce.flag=true
+heavyOp=false
+"""
+
+
+def test_every_key_of_the_ascend_seed_loads(tmp_path: Path) -> None:
+    """Each key the Ascend op-info seed documents is accepted, its meaning applied or kept
+    as metadata (docs/op-packages.md says which)."""
+    path = tmp_path / "all_keys.ini"
+    path.write_text(ASCEND_SEED_KEYS)
+    (spec,) = load_config(path)
+    (op,) = spec.ops
+    x, b = op.inputs
+    assert (x.name, x.mandatory, x.datatypes, x.layout) == ("x", True, ("FLOAT_16", "FLOAT_32"), "ND")
+    assert (b.name, b.mandatory) == ("b", False)
+    (alpha,) = op.params
+    assert (alpha.name, alpha.scalar, alpha.mandatory, alpha.default) == ("alpha", True, False, 1.0)
+    assert op.module_name == "all_keys_impl"  # opFile.value: the kernel module's name
+    meta = op.metadata
+    assert meta["combinations"] == [["FLOAT_16"] * 3, ["FLOAT_32"] * 3]  # dtype columns
+    assert (meta["op_interface"], meta["pattern"]) == ("all_keys_entry", "broadcast")
+    assert (meta["dynamic_format"], meta["precision_reduce"], meta["heavyOp"]) == (
+        False, True, False)  # fmt: skip
+    assert meta["tensors"]["x"] == {"reshapeType": "NC", "shape": "all", "format": "ND,ND"}
+
+
 # -- rules checked at load -------------------------------------------------------------
 
 
@@ -250,12 +340,19 @@ def _package_with_rule(tmp_path: Path, rule: str) -> Path:
         ('("OtherPkg::MyScale", "x")', "names package 'OtherPkg'; a rule may name NNAPI"),
         ('("Scale", "z")', "replacement variable 'z' is not bound by the pattern"),
         ('("NoSuchOp", "x")', "'NoSuchOp' is neither an NNAPI operation nor one of package"),
+        # a cross-package name in the pattern (HTP syntax): refused, not silently unmatched
+        ("CROSS", "pattern operation 'OtherPkg::MyScale' names package 'OtherPkg'; a rule may "
+                  "name NNAPI operations and operations of its own package 'RulePkg' only"),
     ],
-)
+)  # fmt: skip
 def test_bad_rules_refused_when_the_package_loads(
     tmp_path: Path, replacement: str, fragment: str
 ) -> None:
-    config = _package_with_rule(tmp_path, replacement)
+    cross = replacement == "CROSS"
+    config = _package_with_rule(tmp_path, '("Scale", "x")' if cross else replacement)
+    if cross:
+        kernel = tmp_path / "kernels" / "scale.py"
+        kernel.write_text(kernel.read_text().replace('("Scale", "x")),', '("OtherPkg::MyScale", "x")),'))
     with pytest.raises(ConfigError) as info:
         load_path(config)
     assert str(info.value).startswith(f"{tmp_path / 'kernels' / 'scale.py'}:10: RULES: ")
@@ -344,6 +441,40 @@ def test_enumeration_value_out_of_range_unsupported(tmp_path: Path) -> None:
     supported, reasons = device.explainSupportedOperations(_enum_model(7))
     assert supported == [False]
     assert "is 7; its Enumeration allows 0=" in reasons[0]
+
+
+def test_enumeration_value_given_at_execution_is_checked(tmp_path: Path) -> None:
+    """A parameter that is a model input is supported (its value is not known yet); a value
+    outside the Enumeration fails that execution naming the operation, the parameter and
+    the values, and an allowed one runs."""
+    from nnhal.driver.service import create_server
+
+    from nnhal.client import connect
+    from nnhal.errors import GeneralFailure
+
+    mb = ModelBuilder()
+    mb.extension(ENUM_PKG, 3)
+    g = mb.main
+    x, mode = g.input(T.TENSOR_FLOAT32, [2]), g.input(T.INT32, [])
+    y = g.output(T.TENSOR_FLOAT32, [2])
+    g.operation((3 << 16) | 0, [x, mode], [y])
+    model = mb.build()
+    device = Device(op_packages=_enum_package(tmp_path))
+    assert device.getSupportedOperations_1_3(model) == [True]
+    server, address = create_server(device, "127.0.0.1:0")
+    client = connect(address)
+    try:
+        prepared = client.prepareModel_1_3(model)
+        ones = np.ones(2, np.float32)
+        with pytest.raises(GeneralFailure) as info:
+            prepared.execute([ones, np.int32(7)])
+        assert "Pkg.MyOp (subgraph 0, operation 0): param 'mode' (input 1) is 7; its " \
+            "Enumeration allows 0=lo, 1=hi (value given at execution time)" in str(info.value)
+        assert prepared.execute([ones, np.int32(1)]).outputs[0].tolist() == [2.0, 2.0]
+    finally:
+        client.close()
+        server.stop(None)
+        device.close()
 
 
 def _two_op_package(tmp_path: Path):
@@ -444,23 +575,185 @@ def test_extension_output_runs_on_the_device(tmp_path: Path) -> None:
     np.testing.assert_array_equal(out, x.astype(np.int64) * 3_000_000_000)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="nnhal._client_io.IoPlan (not this package's file) refuses outputs whose type has "
-    "no numpy layout; it needs the output dtype from the caller",
-)
-def test_client_returns_extension_typed_outputs(tmp_path: Path) -> None:
+@pytest.fixture
+def wide_server(tmp_path: Path):
+    """A server whose device runs the INT_64-output package on HTP (all of it supported, so
+    getSupportedExtensions lists its operand types), and a client connected to it."""
     from nnhal.driver.service import create_server
 
     from nnhal.client import connect
 
     device = Device(op_packages=_two_op_package(tmp_path), package_backend="HTP")
     server, address = create_server(device, "127.0.0.1:0")
+    client = connect(address)
     try:
-        prepared = connect(address).prepareModel_1_3(_widen_model())
-        x = np.array([1, -2, 3], np.int32)
-        result = prepared.execute([x])
-        assert result.outputs[0].tobytes() == (x.astype(np.int64) * 3_000_000_000).tobytes()
+        yield client
     finally:
+        client.close()
         server.stop(None)
+        device.close()
+
+
+WIDE_X = np.array([1, -2, 2_000_000_000], np.int32)
+# beyond int32, and the last beyond 2**53 (where float64 no longer tells n from n + 1)
+WIDE_Y = WIDE_X.astype(np.int64) * 3_000_000_000
+
+
+@pytest.mark.parametrize("path", ["sync", "async", "shared", "burst", "fenced"])
+def test_client_returns_extension_typed_outputs(wide_server, path: str) -> None:
+    prepared = wide_server.prepareModel_1_3(_widen_model())
+    dtypes = [np.int64]
+    if path == "burst":
+        with prepared.burst() as burst:
+            (out,) = burst.execute([WIDE_X], output_dtypes=dtypes).outputs
+    elif path == "fenced":
+        (out,), _ = prepared.execute_fenced([WIDE_X], output_dtypes=dtypes)
+    else:
+        out = prepared.execute(
+            [WIDE_X],
+            output_dtypes=dtypes,
+            memory="shared" if path == "shared" else "inline",
+            synchronous=path != "async",
+        ).outputs[0]
+    assert out.dtype == np.int64
+    np.testing.assert_array_equal(out, WIDE_Y)
+
+
+@pytest.mark.parametrize(
+    ("dtypes", "fragment"),
+    [
+        (None, "has no numpy layout: pass output_dtypes=[...] with its element dtype at index 0"),
+        ([np.int32], "8 byte(s) per element as the device lists it (getSupportedExtensions); "
+                     "output_dtypes[0] int32 has 4"),
+        (["no-such-type"], "output_dtypes[0]: 'no-such-type' is not a numpy dtype"),
+        ([object], "output_dtypes[0]: object is not a fixed-size number type"),
+        ([np.int64, np.int64], "the model has 1 outputs; output_dtypes has 2 entries"),
+        ("int64", "output_dtypes is not a sequence"),
+    ],
+)  # fmt: skip
+def test_client_refuses_a_bad_output_dtype_request(wide_server, dtypes, fragment: str) -> None:
+    prepared = wide_server.prepareModel_1_3(_widen_model())
+    with pytest.raises(ValueError) as info:
+        prepared.execute([WIDE_X], output_dtypes=dtypes)
+    assert fragment in str(info.value)
+    # the device is untouched by a refused request: the right one still runs
+    np.testing.assert_array_equal(
+        prepared.execute([WIDE_X], output_dtypes=[np.int64]).outputs[0], WIDE_Y
+    )
+
+
+def test_client_refuses_a_dtype_for_an_nnapi_output(wide_server) -> None:
+    mb = ModelBuilder()
+    g = mb.main
+    a, b = g.input(T.TENSOR_FLOAT32, [2]), g.input(T.TENSOR_FLOAT32, [2])
+    y = g.output(T.TENSOR_FLOAT32, [2])
+    g.operation(0, [a, b, g.constant(T.INT32, 0)], [y])  # ADD
+    prepared = wide_server.prepareModel_1_3(mb.build())
+    x = np.ones(2, np.float32)
+    with pytest.raises(ValueError, match=r"is TENSOR_FLOAT32, read as float32; "
+                       r"output_dtypes\[0\] asks for float64"):  # fmt: skip
+        prepared.execute([x, x], output_dtypes=[np.float64])
+    assert prepared.execute([x, x], output_dtypes=[None]).outputs[0].tolist() == [2.0, 2.0]
+
+
+def test_vectors_run_extension_typed_outputs(tmp_path: Path) -> None:
+    """A model file with an INT_64 output runs through `nnhal vectors` (the vector runner
+    passes the expected value's dtype), and a result off by one fails it, also beyond
+    2**53."""
+    from nnhal.tools.local import local_device
+
+    from nnhal.vector_runner import run_test_model
+    from nnhal.vectors import TestModel, load_vectors, save_vectors
+
+    packages = _two_op_package(tmp_path)
+    path = tmp_path / "wide.json"
+    tests = [
+        TestModel(name=name, model=_widen_model(), inputs=[WIDE_X], expected=[y],
+                  expected_shapes=[(3,)], output_types=[5 << 16], ignored=[False])
+        for name, y in (("right", WIDE_Y), ("wrong", WIDE_Y + [0, 0, 1]))
+    ]  # fmt: skip
+    save_vectors(path, tests)
+    right, wrong = load_vectors(path)
+    with local_device(None, op_packages=packages, package_backend="HTP") as dev:
+        assert run_test_model(dev, right).result == "passed"
+        failed = run_test_model(dev, wrong)
+    assert failed.result == "failed", failed
+    assert "1 of 3 elements outside exact; worst at [2]: expected 6000000000000000001, got " \
+        "6000000000000000000" in failed.error
+
+
+def test_cts_takes_op_packages_and_extension_typed_outputs(tmp_path: Path, capsys) -> None:
+    """`nnhal cts` without --target loads --op-package for its in-process driver; a model
+    file with an INT_64 output passes its vectors family; the request layout of the other
+    families (cts.paths.layout) reads that output as int64."""
+    from nnhal.cts.paths import layout
+
+    from nnhal.vectors import TestModel, load_vectors, save_vectors
+
+    _two_op_package(tmp_path)
+    path = tmp_path / "wide.json"
+    save_vectors(path, [TestModel(name="wide", model=_widen_model(), inputs=[WIDE_X],
+                                  expected=[WIDE_Y], expected_shapes=[(3,)],
+                                  output_types=[5 << 16], ignored=[False])])  # fmt: skip
+    args = ["cts", "--families", "vectors", "--vectors", str(path), "--no-corpus", "--no-progress"]
+    config = ["--op-package", str(tmp_path / "i64.xml"), "--package-backend", "HTP"]
+    assert main([*args, *config]) == 0
+    out = capsys.readouterr().out
+    assert "1 passed, 0 failed, 0 skipped" in out
+    assert main(args) == 0  # without the package: the device does not know the extension
+    assert "0 passed, 0 failed, 1 skipped" in capsys.readouterr().out
+    (test,) = load_vectors(path)
+    plan = layout(test, outputs="specified")
+    try:
+        assert plan is not None
+        ((_, dims, dtype, size, _),) = plan.outputs
+        assert (dims, dtype, size) == ((3,), np.dtype(np.int64), 24)
+    finally:
+        plan.close()
+
+
+def test_nnhal_run_prints_extension_typed_outputs(tmp_path: Path, capsys) -> None:
+    import json
+
+    from nnhal.vectors import TestModel, save_vectors
+
+    _two_op_package(tmp_path)
+    path = tmp_path / "wide.json"
+    save_vectors(path, [TestModel(name="wide", model=_widen_model(), inputs=[WIDE_X],
+                                  expected=[WIDE_Y], expected_shapes=[(3,)],
+                                  output_types=[5 << 16], ignored=[False])])  # fmt: skip
+    config = ["--op-package", str(tmp_path / "i64.xml"), "--package-backend", "HTP"]
+    assert main(["run", str(path), *config]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["status"] == "NONE" and doc["outputs"] == [WIDE_Y.tolist()]
+
+
+def test_io_plan_lays_out_scalar_and_tensor_extension_outputs() -> None:
+    """With the device's table (getSupportedExtensions), a scalar extension type (INT_64 +
+    16) gets one element and empty request dimensions; a tensor one its dimensions."""
+    from nnhal._client_io import IoPlan, extension_type_table
+
+    from nnhal.types import Extension, OperandTypeInformation
+
+    mb = ModelBuilder()
+    mb.extension("org.test.wide", 5)
+    g = mb.main
+    x = g.input(T.TENSOR_INT32, [3])
+    y = g.output((5 << 16) | 0, [3])
+    s = g.output((5 << 16) | 16, [])
+    g.operation((5 << 16) | 0, [x], [y, s])
+    model = mb.build()
+    listed = [Extension("org.test.wide", (OperandTypeInformation(0, True, 8),
+                                          OperandTypeInformation(16, False, 8)))]  # fmt: skip
+    table = extension_type_table(listed, model.extensionNameToPrefix)
+    assert table == {(5 << 16): (True, 8), (5 << 16) | 16: (False, 8)}
+    plan = IoPlan(model, [WIDE_X], None, "inline", [np.int64, np.uint64], table)
+    (_, y_dims, y_dtype, y_size, _), (_, s_dims, s_dtype, s_size, _) = plan.outputs
+    assert (y_dims, y_dtype, y_size) == ((3,), np.dtype(np.int64), 24)
+    assert (s_dims, s_dtype, s_size) == ((), np.dtype(np.uint64), 8)
+    assert [a.dimensions for a in plan.request.outputs] == [(), ()]
+    # without the table a scalar extension output is not known to be one: its shape is asked
+    with pytest.raises(ValueError, match=r"output 1 \(operand 2\) has unknown dimensions \[\]"):
+        IoPlan(model, [WIDE_X], None, "inline", [np.int64, np.uint64])
+    plan = IoPlan(model, [WIDE_X], [None, ()], "inline", [np.int64, np.uint64])
+    assert plan.outputs[1][1:4] == ((), np.dtype(np.uint64), 8)

@@ -175,3 +175,79 @@ def test_op_package_with_target_is_a_usage_error(capsys) -> None:
     assert "--op-package and --package-backend configure the in-process driver" in (
         capsys.readouterr().err
     )
+
+
+def test_oppkg_test_without_hypothesis_exits_1_with_the_install_hint(monkeypatch, capsys) -> None:
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:
+        tomllib = pytest.importorskip("tomli")
+    monkeypatch.setitem(sys.modules, "hypothesis", None)  # `import hypothesis` fails
+    config = str(EXAMPLES / "snpe_json" / "scale_shift.json")
+    assert main(["oppkg", "test", config, "--examples", "1"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        "nnhal oppkg test: error: needs hypothesis, which is not installed: "
+        "pip install 'nnhal[oppkg]' (or pip install hypothesis)\n"
+    )
+    # the extra the hint names exists and brings hypothesis
+    with open(REPO_ROOT / "pyproject.toml", "rb") as fh:
+        extras = tomllib.load(fh)["project"]["optional-dependencies"]
+    assert any(req.startswith("hypothesis") for req in extras["oppkg"])
+
+
+SEEDS = REPO_ROOT / "tests" / "data" / "op_packages" / "valid"
+#: a kernel for each seed definition (the seeds define operations, not kernels)
+SEED_KERNELS = {
+    "seed_qnn.xml": ("op_name", "def op_name(x, *, param=None):\n    return x * 2\n"),
+    "seed_snpe.xml": ("op_name", "def op_name(x, *, param=None):\n    return x * 2\n"),
+    "seed_udo.json": (
+        "my_custom_op",
+        "def my_custom_op(in_0, in_1, *, scalar_param_1=0, tensor_param_1=None):\n"
+        "    return in_0.copy(), in_1 + 1\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("seed_file", sorted(SEED_KERNELS))
+def test_seed_definitions_without_kernels_give_one_finding_per_operation(
+    seed_file: str, capsys
+) -> None:
+    assert main(["oppkg", "test", str(SEEDS / seed_file), "--examples", "5"]) == 1
+    out = capsys.readouterr().out
+    findings = [line for line in out.splitlines() if "DISAGREEMENT" in line]
+    backends = {"seed_qnn.xml": 1, "seed_snpe.xml": 1, "seed_udo.json": 3}[seed_file]
+    assert len(findings) == backends, out
+    assert all("has no kernel implementation of it (no kernels/ directory" in f for f in findings)
+
+
+@pytest.mark.parametrize("seed_file", sorted(SEED_KERNELS))
+def test_seed_definitions_with_kernels_pass(seed_file: str, tmp_path: Path, capsys) -> None:
+    """Cases generated from every seed definition are well formed: a tensor parameter with
+    an Enumeration gets values inside it, and constants of extension operand types
+    (SNPE DSP UINT_8) are built; a kernel and a reference that agree give exit 0."""
+    module, source = SEED_KERNELS[seed_file]
+    config = tmp_path / seed_file
+    config.write_bytes((SEEDS / seed_file).read_bytes())
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / f"{module}.py").write_text(
+        "from nnhal.driver.op_packages.runtime import implementation\n\n\n@implementation()\n"
+        + source
+    )
+    reference = tmp_path / "reference.py"
+    reference.write_text(source)
+    assert main(["oppkg", "test", str(config), "--examples", "15",
+                 "--reference", str(reference)]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert out.endswith("0 disagreement(s)\n")
+    for line in out.splitlines():
+        if " cases (" in line:  # every backend ran allowed cases, all supported
+            cases = line.split(": ", 1)[1]
+            allowed = int(cases.split("(")[1].split(" allowed")[0])
+            assert allowed > 0 and f"{allowed} supported" in cases, line
+        if line.startswith(f"    {module}"):
+            compared = int(line.split("/")[1].split(" agreed")[0])
+            assert compared > 0 and f"{compared}/{compared} agreed" in line, line
