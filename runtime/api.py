@@ -30,18 +30,23 @@ from typing import Any
 
 import numpy as np
 from nnhal.runtime.devices import MODES, RuntimeDevice, StepModel
-from nnhal.runtime.executor import ExecutionReport, PlanRun
+from nnhal.runtime.executor import ExecutionReport, PlanRun, prime_step, single_report
+from nnhal.runtime.host import host_devices
 from nnhal.runtime.partition import DeviceStep, SubgraphPlan, iter_steps, number_steps, partition
 from nnhal.runtime.reference import reference_device
 
 from nnhal._validation_control_flow import runtime_validation
 from nnhal.errors import HalError, InvalidArgument, OutputInsufficientSize
 from nnhal.types import (
+    LOOP_TIMEOUT_DEFAULT_NS,
     LOOP_TIMEOUT_MAXIMUM_NS,
+    ErrorStatus,
     ExecutionPreference,
+    OperationType,
     OutputShape,
     Priority,
     Timing,
+    is_extension_type,
 )
 from nnhal.types import (
     Model as HalModel,
@@ -139,8 +144,13 @@ class Compilation:
         self.model = model.hal if isinstance(model, Model) else model
         if not isinstance(model, Model):
             validate_model(self.model)
+        main = self.model.main
+        self.io_counts = (len(main.inputIndexes), len(main.outputIndexes))
         self.reference = reference_device()
         devs = [d for d in devices if not d.is_reference]
+        # a model with host operations (nnhal.runtime.host) brings the device running them
+        self.hosts = [h for h in host_devices(self.model) if h.name not in {d.name for d in devs}]
+        devs += self.hosts
         names = [d.name for d in devs]
         if len(set(names)) != len(names):
             raise InvalidArgument(f"two devices have the same name: {names}")
@@ -155,6 +165,10 @@ class Compilation:
         self.timeout_ns: int | None = None
         self.cache: tuple[str, bytes] | None = None
         self.plan: SubgraphPlan | None = None
+        #: the preparation failure that sent the whole model to nnapi-reference (finish)
+        self.fallback: dict[str, str] | None = None
+        #: (step, device, prepared step) of a simple plan, set by finish
+        self.single: tuple[DeviceStep, RuntimeDevice, StepModel] | None = None
         self._steps: dict[tuple[int, str], StepModel] = {}
         self._cpu_plan: SubgraphPlan | None = None
         self._lock = threading.Lock()
@@ -191,21 +205,51 @@ class Compilation:
     # -- finish ---------------------------------------------------------------
 
     def finish(self) -> Compilation:
-        """Partition, then prepare every step on its device (BAD_STATE when finished)."""
+        """Partition, then prepare every step on its device (BAD_STATE when finished).
+
+        A preparation failing with any status but INVALID_ARGUMENT (the app's error: BAD_DATA)
+        makes the whole model go to ``nnapi-reference`` instead, as CompilationBuilder::finish
+        does, unless the compilation has no CPU device or the model has an OEM or extension
+        operation; ``self.fallback`` then records it."""
         self._settable()
         plan = partition(self.model, self.devices, self.preference)
         number_steps(plan)
         deadline = None if self.timeout_ns is None else time.monotonic_ns() + self.timeout_ns
-        self.plan = plan
         try:
-            for step in iter_steps(plan):
-                if isinstance(step, DeviceStep):
-                    self._prepare(step, plan.devices[step.device], deadline)
-        except HalError:
+            self._prepare_plan(plan, deadline)
+        except HalError as exc:
             self.release()
-            self.plan = None
-            raise
+            if exc.status == ErrorStatus.INVALID_ARGUMENT or not self._may_fall_back():
+                raise
+            self.fallback = {"status": exc.status.name, "message": exc.message}
+            plan = self.cpu_plan()
+            try:
+                self._prepare_plan(plan, deadline)
+            except HalError:
+                self.release()
+                raise
+        self.plan = plan
+        if plan.simple:  # one step, the whole model on one device: Execution's fast path
+            step = plan.steps[0]
+            device = plan.devices[step.device]
+            self.single = (step, device, self._steps[(step.index, device.name)])
         return self
+
+    def _prepare_plan(self, plan: SubgraphPlan, deadline: int | None) -> None:
+        for step in iter_steps(plan):
+            if isinstance(step, DeviceStep):
+                prime_step(step, self.model)
+                self._prepare(step, plan.devices[step.device], deadline)
+
+    def _may_fall_back(self) -> bool:
+        """partitioningAllowsFallback, and no OEM or extension operation (the CPU has none)."""
+        if not self.allow_fallback:
+            return False
+        for sub in (self.model.main, *self.model.referenced):
+            for op in sub.operations:
+                if op.type == OperationType.OEM_OPERATION or is_extension_type(op.type):
+                    return False
+        return True
 
     def _cache_args(self, step: DeviceStep, device: RuntimeDevice) -> dict[str, Any]:
         if self.cache is None or device.is_reference:
@@ -248,7 +292,8 @@ class Compilation:
         """The plan of the full CPU fallback: everything on ``nnapi-reference``."""
         with self._lock:
             if self._cpu_plan is None:
-                plan = partition(self.model, [self.reference], self.preference)
+                # host operations stay on the host: it is the CPU already
+                plan = partition(self.model, [*self.hosts, self.reference], self.preference)
                 number_steps(plan, 10_000)  # distinct report numbers from the main plan
                 self._cpu_plan = plan
         return self._cpu_plan
@@ -256,6 +301,7 @@ class Compilation:
     def release(self) -> None:
         with self._lock:
             steps, self._steps = list(self._steps.values()), {}
+            self.single = None
         for s in steps:
             s.release()
 
@@ -271,20 +317,27 @@ class Execution:
 
     _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="nnhal-runtime")
 
+    # Defaults, as class attributes: an execution sets only what it changes (an app makes
+    # one Execution per compute, so this is per-execution work).
+    measure = False
+    timeout_ns: int | None = None
+    loop_timeout_ns: int | None = None
+    results: list[np.ndarray] | None = None
+    _buffers = False  # an output was given a buffer (or memory) to fill
+    _shapes_given = False  # an output was given its dimensions
+    _started = False
+    _report: ExecutionReport | None = None
+    _single_run: tuple[Any, ...] | None = None  # what the fast path's report needs
+    _output_shapes: tuple[OutputShape, ...] = ()
+
     def __init__(self, compilation: Compilation) -> None:
         if compilation.plan is None:
             raise BadState("the compilation is not finished")
         self.compilation = compilation
-        main = compilation.model.main
-        self.inputs: list[Any] = [_UNSET] * len(main.inputIndexes)
-        self.outputs: list[Any] = [_UNSET] * len(main.outputIndexes)
-        self.measure = False
-        self.timeout_ns: int | None = None
-        self.loop_timeout_ns: int | None = None
-        self.report = ExecutionReport()
-        self._output_shapes: tuple[OutputShape, ...] = ()
-        self.results: list[np.ndarray] | None = None
-        self._started = False
+        n_in, n_out = compilation.io_counts
+        self.inputs: list[Any] = [_UNSET] * n_in
+        self.outputs: list[Any] = [_UNSET] * n_out
+        self._unset = n_in + n_out  # inputs and outputs not set yet
 
     # -- setup ------------------------------------------------------------------
 
@@ -294,9 +347,15 @@ class Execution:
 
     def set_input(self, index: int, value: Any) -> None:
         """setInput; None = omitted (setInput with a null buffer)."""
-        self._settable()
-        _index(index, self.inputs, "input")
-        self.inputs[index] = None if value is None else np.asarray(value)
+        # the checks inline (not _settable/_index): this runs for every input of every execution
+        if self._started:
+            raise BadState("the execution has started")
+        inputs = self.inputs
+        if not 0 <= index < len(inputs):
+            _index(index, inputs, "input")
+        if inputs[index] is _UNSET:
+            self._unset -= 1
+        inputs[index] = None if value is None else np.asarray(value)
 
     def set_input_from_memory(
         self, index: int, memory: Any, offset: int, length: int, dtype, shape
@@ -305,14 +364,28 @@ class Execution:
         self._settable()
         _index(index, self.inputs, "input")
         raw = np.frombuffer(memory.buf, dtype=np.uint8, count=length, offset=offset)
+        if self.inputs[index] is _UNSET:
+            self._unset -= 1
         self.inputs[index] = raw.view(dtype).reshape(shape).copy()
 
     def set_output(self, index: int, buffer: np.ndarray | None = None, shape=None) -> None:
         """setOutput: a buffer to fill (its size is checked: OUTPUT_INSUFFICIENT_SIZE), or just
         the dimensions to expect; None for both = the model's dimensions."""
-        self._settable()
-        _index(index, self.outputs, "output")
-        self.outputs[index] = (buffer, None if shape is None else tuple(shape))
+        if self._started:
+            raise BadState("the execution has started")
+        outputs = self.outputs
+        if not 0 <= index < len(outputs):
+            _index(index, outputs, "output")
+        if outputs[index] is _UNSET:
+            self._unset -= 1
+        if buffer is None and shape is None:
+            outputs[index] = _PLAIN_OUTPUT
+            return
+        if buffer is not None:
+            self._buffers = True
+        if shape is not None:
+            self._shapes_given = True
+        outputs[index] = (buffer, None if shape is None else tuple(shape))
 
     def set_output_from_memory(
         self, index: int, memory: Any, offset: int, length: int, dtype, shape
@@ -321,6 +394,9 @@ class Execution:
         self._settable()
         _index(index, self.outputs, "output")
         view = np.frombuffer(memory.buf, dtype=np.uint8, count=length, offset=offset)
+        if self.outputs[index] is _UNSET:
+            self._unset -= 1
+        self._buffers = self._shapes_given = True
         self.outputs[index] = (view, tuple(shape), np.dtype(dtype))
 
     def set_measure_timing(self, measure: bool) -> None:
@@ -360,20 +436,64 @@ class Execution:
         ("fenced"); "async" is what start_compute runs."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
-        self._settable()
-        if _UNSET_IN(self.inputs) or _UNSET_IN(self.outputs):
+        if self._started:
+            raise BadState("the execution has started")
+        if self._unset:
             raise BadState("not all inputs and outputs are set")
         self._started = True
-        c = self.compilation
-        shapes = [None if o is None else o[1] for o in self.outputs]
-        deadline = None if self.timeout_ns is None else time.monotonic_ns() + self.timeout_ns
-        run = PlanRun(c, mode=mode, measure=self.measure, deadline_ns=deadline,
-                      loop_timeout_ns=self.loop_timeout_ns, output_shapes=shapes)  # fmt: skip
-        self.report = run.report
-        arrays = run.run(self.inputs)
-        self._deliver(arrays)
+        single = self.compilation.single
+        if single is not None and self.timeout_ns is None:
+            # The fast path (a simple plan, no deadline): the inputs go straight to the one
+            # prepared step, and the report is built only when read. A failure continues in
+            # PlanRun from that first attempt (re-runs, fallbacks), so outcome and report are
+            # the general path's.
+            step = single[0]
+            shapes = step.run_shapes
+            if self._shapes_given:  # the caller's dimensions, else the step's first guess
+                shapes = [o[1] if o[1] is not None else g for o, g in zip(self.outputs, step.guess)]
+            loop = self.loop_timeout_ns  # set_loop_timeout clamped it already
+            try:
+                result = single[2].run(
+                    self.inputs,
+                    shapes,
+                    mode=mode,
+                    measure=self.measure,
+                    deadline_ns=None,
+                    loop_timeout_ns=LOOP_TIMEOUT_DEFAULT_NS if loop is None else loop,
+                )
+            except HalError as exc:
+                arrays = self._plan_run(mode, None).run(self.inputs, first_error=exc)
+            else:
+                self._single_run = (single, result.timing)
+                self._report = None  # built from _single_run when read (even if read before)
+                arrays = result.outputs
+        else:
+            deadline = None if self.timeout_ns is None else time.monotonic_ns() + self.timeout_ns
+            arrays = self._plan_run(mode, deadline).run(self.inputs)
+        if self._buffers:
+            self._deliver(arrays)
         self.results = arrays
         return arrays
+
+    def _plan_run(self, mode: str, deadline: int | None) -> PlanRun:
+        run = PlanRun(self.compilation, mode=mode, measure=self.measure, deadline_ns=deadline,
+                      loop_timeout_ns=self.loop_timeout_ns,
+                      output_shapes=[o[1] for o in self.outputs])  # fmt: skip
+        self._report = run.report
+        return run
+
+    @property
+    def report(self) -> ExecutionReport:
+        """The execution's report: steps, fallbacks, the runtime's call trace (empty before
+        a compute)."""
+        if self._report is None:
+            done = self._single_run
+            if done is None:
+                self._report = ExecutionReport()
+            else:
+                (step, device, _), timing = done
+                self._report = single_report(step, device.name, timing)
+        return self._report
 
     @property
     def output_shapes(self) -> tuple[OutputShape, ...]:
@@ -389,7 +509,7 @@ class Execution:
     def _deliver(self, arrays: list[np.ndarray]) -> None:
         short = []
         for k, (spec, array) in enumerate(zip(self.outputs, arrays)):
-            if spec is None or spec[0] is None:
+            if spec[0] is None:
                 continue
             buffer = spec[0]
             if array.nbytes > buffer.nbytes:
@@ -403,7 +523,7 @@ class Execution:
                 self.output_shapes,
             )
         for spec, array in zip(self.outputs, arrays):
-            if spec is None or spec[0] is None:
+            if spec[0] is None:
                 continue
             buffer = spec[0]
             flat = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
@@ -435,13 +555,7 @@ class Execution:
 
 
 _UNSET = object()
-
-
-def _UNSET_IN(items: list) -> bool:
-    for v in items:
-        if v is _UNSET:
-            return True
-    return False
+_PLAIN_OUTPUT = (None, None)  # an output with neither a buffer nor dimensions given
 
 
 def _one_device(compilation: Compilation, what: str) -> None:

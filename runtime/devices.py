@@ -42,7 +42,7 @@ REFERENCE_NAME = "nnapi-reference"
 MODES = ("sync", "async", "burst", "fenced")
 
 
-@dataclass
+@dataclass(slots=True)
 class StepResult:
     outputs: list[np.ndarray]
     shapes: tuple[OutputShape, ...]
@@ -173,18 +173,24 @@ class ClientDevice(RuntimeDevice):
         try:
             try:
                 supported, reasons = self.device.explainSupportedOperations(model)
-                return supported, {int(k): v for k, v in reasons.items()}
+                reasons = {int(k): v for k, v in reasons.items()}
             except HalError as exc:
                 if exc.status == ErrorStatus.INVALID_ARGUMENT:
                     raise
                 # a server without the nnhal extension: the HAL call has no reasons
                 supported = self.device.getSupportedOperations_1_3(model)
-                return supported, {i: "not supported" for i, ok in enumerate(supported) if not ok}
+                reasons = {i: "not supported" for i, ok in enumerate(supported) if not ok}
         except HalError as exc:
             # Android's DriverDevice::getSupportedOperations: a failed call means "none"
             why = f"getSupportedOperations_1_3 failed: {exc}"
             n = len(model.main.operations)
             return [False] * n, dict.fromkeys(range(n), why)
+        n = len(model.main.operations)
+        if len(supported) != n:  # so does an answer of the wrong length
+            why = (f"getSupportedOperations_1_3 returned {len(supported)} answers for "
+                   f"{n} operations")  # fmt: skip
+            return [False] * n, dict.fromkeys(range(n), why)
+        return supported, reasons
 
     def prepare(self, model: Model, preference: int, priority: int, **kw: Any) -> StepModel:
         cache = kw.get("modelCache"), kw.get("dataCache"), kw.get("token")

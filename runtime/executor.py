@@ -153,10 +153,16 @@ class PlanRun:
         self.deadline_ns = deadline_ns
         self.loop_timeout_ns = loop_timeout(loop_timeout_ns)
         self.report = ExecutionReport()
+        #: the error of a first attempt made outside (Execution's fast path): the first device
+        #: step takes it as its own first attempt's outcome instead of running again
+        self._first_error: HalError | None = None
 
     # -- entry --------------------------------------------------------------
 
-    def run(self, inputs: Sequence[np.ndarray | None]) -> list[np.ndarray]:
+    def run(
+        self, inputs: Sequence[np.ndarray | None], first_error: HalError | None = None
+    ) -> list[np.ndarray]:
+        self._first_error = first_error
         plan: SubgraphPlan = self.c.plan
         main = self.c.model.main
         allow = self.c.allow_fallback and not (
@@ -314,19 +320,18 @@ class PlanRun:
     def _run_on(
         self, device: RuntimeDevice, model: StepModel, step: DeviceStep, inputs, record: StepRecord
     ) -> StepResult:
+        if step.guess is None:  # worked out once per step (the CPU fallback plan's lazily)
+            prime_step(step, self.c.model)
         guess = step.guess
-        if guess is None:  # worked out once per step
-            main = step.io.model.main
-            guess = step.guess = [_first_guess(main.operands[i]) for i in main.outputIndexes]
-            step.writes_main_outputs = step.source == 0 and step.io.outputs == tuple(
-                self.c.model.main.outputIndexes
-            )
         shapes = guess
         if self.output_shapes is not None and step.writes_main_outputs:
             # the caller's own output dimensions, when it gave them
             shapes = [g if g is not None else s for g, s in zip(self.output_shapes, guess)]
         for attempt in range(3):
             try:
+                if self._first_error is not None:  # that attempt was made already
+                    error, self._first_error = self._first_error, None
+                    raise error
                 result = model.run(
                     inputs,
                     shapes,
@@ -364,6 +369,28 @@ class PlanRun:
         self._trace(call, step, device, error.status.name, message=error.message, **extra)
 
 
+def prime_step(step: DeviceStep, model: Any) -> None:
+    """Work out once what every run of a device step needs: its outputs' first buffer
+    shapes, and whether it writes exactly the model's outputs."""
+    main = step.io.model.main
+    step.guess = [_first_guess(main.operands[i]) for i in main.outputIndexes]
+    # what the first run passes: nothing when every output's size is known (the same request)
+    step.run_shapes = step.guess if any(g is not None for g in step.guess) else None
+    step.writes_main_outputs = step.source == 0 and step.io.outputs == tuple(
+        model.main.outputIndexes
+    )
+
+
+def single_report(step: DeviceStep, device: str, timing: Timing | None) -> ExecutionReport:
+    """The report of a one-step run that succeeded at once (Execution's fast path): what
+    PlanRun records for it."""
+    record = StepRecord(step.index, device, step.operations, step.source)
+    record.timing = timing
+    report = ExecutionReport(steps=[record])
+    report.trace.append({"call": "execute", "step": step.index, "device": device, "status": "NONE"})
+    return report
+
+
 def _first_guess(operand) -> tuple[int, ...] | None:
     """The output buffer a step output first gets: its declared dimensions (an unknown axis
     gives an empty buffer, an unknown rank one element; the re-run grows it)."""
@@ -383,4 +410,7 @@ __all__ = [
     "OperandType",
     "PlanRun",
     "StepRecord",
+    "loop_timeout",
+    "prime_step",
+    "single_report",
 ]

@@ -10,7 +10,8 @@ says yes (``best_devices``, after ``findBestDeviceForEachOperation``):
   body's totals;
 - the lower figure wins; on a tie the earlier device keeps it, except that the
   CPU device (``nnapi-reference``) wins every tie it takes part in, as Android's
-  runtime does;
+  runtime does; the figures are float32, as Android's, and the CPU device's are
+  1.0 for every type (its CpuDevice), a type missing from a driver's table FLT_MAX;
 - an IF/WHILE whose best device is the CPU device goes to the runtime's own
   control-flow interpreter (``INTERPRETER``), whose condition, branches and body
   are partitioned in turn. Android sends a control-flow operation with an
@@ -18,21 +19,23 @@ says yes (``best_devices``, after ``findBestDeviceForEachOperation``):
   driver and must refuse those, so such operations go to the interpreter too.
 
 Steps (``partitionTheWorkInternal``): operations become ready when every operand
-they read is available; each goes to its device's queue (lowest operation index
-first); the runtime takes the non-empty queue of the highest device index
-(the interpreter is last, then the CPU device) and puts every operation of that
-queue into one step, including those that become ready meanwhile. When every
+they read is available; each goes to the back of its device's queue (first in,
+first out: the operations ready from the start in index order, then in the order
+they become ready); the runtime takes the non-empty queue of the highest device
+index (the interpreter is last, then the CPU device) and puts every operation of
+that queue into one step, including those that become ready meanwhile. When every
 operation of ``main`` has the same device, the plan is "simple": the whole
 model is prepared on that device.
 """
 
 from __future__ import annotations
 
-import heapq
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
 from nnhal.runtime.devices import RuntimeDevice
 from nnhal.runtime.slicing import StepIo, referenced_index, step_model, subgraph_of
 
@@ -72,6 +75,7 @@ class DeviceStep:
     io: StepIo | None = None
     index: int = 0  # position in the whole plan (for reports)
     guess: list | None = None  # first output buffer shapes (set by the executor)
+    run_shapes: list | None = None  # guess, or None when no output needs one
     writes_main_outputs: bool = False
 
 
@@ -103,50 +107,80 @@ class SubgraphPlan:
     devices: list[RuntimeDevice] = field(default_factory=list)
 
 
-def _pick(info: PerformanceInfo, preference: int) -> float:
-    return info.powerUsage if preference == ExecutionPreference.LOW_POWER else info.execTime
+#: FLT_MAX: Android's figure for a type missing from a driver's capabilities table
+FLT_MAX = float(np.finfo(np.float32).max)
+
+#: Android's CpuDevice: "the performance of the CPU is 1.0" for every type and figure
+CPU_PERFORMANCE = PerformanceInfo(1.0, 1.0)
 
 
-def _type_perf(caps: Capabilities, type_code: int) -> PerformanceInfo:
-    for entry in caps.operandPerformance:
-        if entry.type == type_code:
-            return entry.info
-    # Android's lookup returns FLT_MAX when a type is missing (the device is then never
-    # preferred); a capabilities table without the type says nothing better about it.
-    return PerformanceInfo(float("inf"), float("inf"))
+def _f32(x: float) -> float:
+    """Rounded to float32, as Android computes the figures (a sum past FLT_MAX is inf)."""
+    with np.errstate(over="ignore"):
+        return float(np.float32(x))
 
 
-def subgraph_perf(model: Model, s: int, caps: Capabilities, preference: int) -> float:
+class _Figures:
+    """The performance figures of one device, looked up as Android's Device classes do."""
+
+    def __init__(self, device: RuntimeDevice) -> None:
+        self.cpu = device.is_reference
+        self.caps: Capabilities | None = None if self.cpu else device.capabilities()
+
+    def _pick(self, info: PerformanceInfo, preference: int) -> float:
+        return info.powerUsage if preference == ExecutionPreference.LOW_POWER else info.execTime
+
+    def of_type(self, type_code: int, preference: int) -> float:
+        if self.cpu:
+            return self._pick(CPU_PERFORMANCE, preference)
+        for entry in self.caps.operandPerformance:
+            if entry.type == type_code:
+                return _f32(self._pick(entry.info, preference))
+        return FLT_MAX
+
+    def named(self, field_name: str, preference: int) -> float:
+        if self.cpu:
+            return self._pick(CPU_PERFORMANCE, preference)
+        return _f32(self._pick(getattr(self.caps, field_name), preference))
+
+
+def subgraph_perf(model: Model, s: int, figures: _Figures, preference: int) -> float:
+    """ModelBuilder::getPerformance of a whole subgraph: a float32 running sum."""
     sub = subgraph_of(model, s)
-    return sum(operation_perf(model, s, k, caps, preference) for k in range(len(sub.operations)))
+    total = 0.0
+    for k in range(len(sub.operations)):
+        total = _f32(total + operation_perf(model, s, k, figures, preference))
+    return total
 
 
-def operation_perf(model: Model, s: int, k: int, caps: Capabilities, preference: int) -> float:
-    """ModelBuilder::getPerformance for operation ``k`` of subgraph ``s``."""
+def operation_perf(model: Model, s: int, k: int, figures: _Figures, preference: int) -> float:
+    """ModelBuilder::getPerformance for operation ``k`` of subgraph ``s`` (float32)."""
     sub = subgraph_of(model, s)
     op = sub.operations[k]
     if op.type == OperationType.IF:
         then_s = referenced_index(sub.operands[op.inputs[1]])
         else_s = referenced_index(sub.operands[op.inputs[2]])
-        return _pick(caps.ifPerformance, preference) + 0.5 * (
-            subgraph_perf(model, then_s, caps, preference)
-            + subgraph_perf(model, else_s, caps, preference)
+        branches = _f32(
+            subgraph_perf(model, then_s, figures, preference)
+            + subgraph_perf(model, else_s, figures, preference)
         )
+        # float + 0.5 * float: computed in double, returned as float
+        return _f32(figures.named("ifPerformance", preference) + 0.5 * branches)
     if op.type == OperationType.WHILE:
         cond_s = referenced_index(sub.operands[op.inputs[0]])
         body_s = referenced_index(sub.operands[op.inputs[1]])
-        return (
-            _pick(caps.whilePerformance, preference)
-            + subgraph_perf(model, cond_s, caps, preference)
-            + subgraph_perf(model, body_s, caps, preference)
+        head = _f32(
+            figures.named("whilePerformance", preference)
+            + subgraph_perf(model, cond_s, figures, preference)
         )
+        return _f32(head + subgraph_perf(model, body_s, figures, preference))
     type_code = sub.operands[op.inputs[0]].type if op.inputs else OperandType.TENSOR_FLOAT32
     if model.relaxComputationFloat32toFloat16:
         if type_code == OperandType.FLOAT32:
-            return _pick(caps.relaxedFloat32toFloat16PerformanceScalar, preference)
+            return figures.named("relaxedFloat32toFloat16PerformanceScalar", preference)
         if type_code == OperandType.TENSOR_FLOAT32:
-            return _pick(caps.relaxedFloat32toFloat16PerformanceTensor, preference)
-    return _pick(_type_perf(caps, type_code), preference)
+            return figures.named("relaxedFloat32toFloat16PerformanceTensor", preference)
+    return figures.of_type(type_code, preference)
 
 
 def has_unknown_size(model: Model, s: int, k: int) -> bool:
@@ -192,6 +226,7 @@ def best_devices(
         supported, reasons = d.explain(asked)
         answers.append((supported, reasons))
     sub = subgraph_of(model, s)
+    figures = [_Figures(d) for d in devices]
     choices = []
     for k, op in enumerate(sub.operations):
         perf: dict[int, float] = {}
@@ -210,7 +245,7 @@ def best_devices(
                     "(HAL 1.3 forbids drivers to accept it)"
                 )
                 continue
-            value = operation_perf(model, s, k, dev.capabilities(), preference)
+            value = operation_perf(model, s, k, figures[d], preference)
             perf[d] = value
             if best is None or value < best_perf or (value == best_perf and dev.is_reference):
                 best, best_perf = d, value
@@ -218,6 +253,15 @@ def best_devices(
         if unknown and op.type in (OperationType.IF, OperationType.WHILE):
             # The reference driver refuses these too (rightly): the interpreter runs them.
             best, note = INTERPRETER, "operand of unknown size: runtime interpreter"
+        elif (
+            best is None
+            and op.type in (OperationType.IF, OperationType.WHILE)
+            and any(dev.is_reference for dev in devices)
+        ):
+            # Android's CpuDevice says yes to every non-extension operation without looking
+            # into referenced subgraphs, and CPU control flow goes to the interpreter; the
+            # operations inside (a host operation, say) then find their own devices.
+            best, note = INTERPRETER, "no device runs it whole: runtime interpreter"
         elif best is None:
             reasons_text = "; ".join(f"{devices[d].name}: {r}" for d, r in unsupported.items())
             raise InvalidArgument(
@@ -257,7 +301,7 @@ def partition(
                 waiting[k] += 1
                 readers.setdefault(i, []).append(k)
     n_queues = len(devices) + 1  # the interpreter's queue is last
-    queues: list[list[int]] = [[] for _ in range(n_queues)]
+    queues: list[deque[int]] = [deque() for _ in range(n_queues)]
 
     def queue_of(k: int) -> int:
         d = choices[k].device
@@ -268,23 +312,23 @@ def partition(
             for r in readers.get(o, ()):
                 waiting[r] -= 1
                 if waiting[r] == 0:
-                    heapq.heappush(queues[queue_of(r)], r)
+                    queues[queue_of(r)].append(r)
 
     for k in range(len(sub.operations)):
         if waiting[k] == 0:
-            heapq.heappush(queues[queue_of(k)], k)
+            queues[queue_of(k)].append(k)
     while True:
         q = next((i for i in range(n_queues - 1, -1, -1) if queues[i]), None)
         if q is None:
             break
         if q == len(devices):
-            k = heapq.heappop(queues[q])
+            k = queues[q].popleft()
             plan.steps.append(_control_flow_step(model, s, k, devices, preference))
             processed(k)
             continue
         step = DeviceStep(s, q, [])
         while queues[q]:
-            k = heapq.heappop(queues[q])
+            k = queues[q].popleft()
             step.operations.append(k)
             processed(k)
         plan.steps.append(step)

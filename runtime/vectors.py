@@ -67,6 +67,8 @@ def run_test_model(
     finally:
         compilation.release()
     report = execution.report.to_json()
+    if compilation.fallback:  # a device failed to prepare: the whole model on the CPU
+        report["fallbacks"].insert(0, {"kind": "compilation", **compilation.fallback})
     used = sorted({s["device"] for s in report["steps"]})
     if test.expectFailure:
         return result(FAILED, "expected a failure, but compile and execute succeeded")

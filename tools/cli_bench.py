@@ -3,7 +3,9 @@
 ``nnhal bench control-flow ...`` (the seed benchmark, ``nnhal.tools.bench``) stays
 a subcommand; ``nnhal bench --suite control-flow ...`` runs the workload
 suite (``nnhal.tools.bench_suite``), optionally with a user model file
-(``--model``), the issue's targets (``--targets``) and plots (``--plot``).
+(``--model``), the issue's targets (``--targets``) and plots (``--plot``);
+``nnhal bench --runtime [--target ADDR]...`` the runtime's overhead
+(``nnhal.tools.bench_runtime``).
 """
 
 from __future__ import annotations
@@ -68,6 +70,12 @@ def add_bench_parser(sub, legacy: Callable[[argparse.Namespace], int]) -> None:
     p.add_argument("--no-profile", action="store_true", help="skip the per-operation profile")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--profile", metavar="NAME|PATH", help="device profile of the driver")
+    p.add_argument("--runtime", action="store_true",
+                   help="the emulated NNAPI runtime vs a direct execution (nnhal.tools."
+                   "bench_runtime): built-in models, or --model FILE")  # fmt: skip
+    p.add_argument("--target", dest="runtime_targets", action="append", metavar="ADDR[/DEVICE]",
+                   help="with --runtime: a served device (repeatable; nnapi-reference is always "
+                   "added); none: in-process and a driver served in this process")  # fmt: skip
     from nnhal.tools.cli_oppkg import add_serve_options
 
     add_serve_options(p)  # --op-package, --package-backend: the driver's op packages
@@ -106,6 +114,12 @@ def _with_threads(run: Callable[[argparse.Namespace], int]) -> Callable[[argpars
 def cmd_bench_suite(args: argparse.Namespace) -> int:
     """Usage errors exit 2 through argparse (as every other subcommand's)."""
     usage = args.bench_parser.error
+    if args.runtime or args.runtime_targets:
+        if not args.runtime:
+            usage("--target goes with --runtime")
+        from nnhal.tools.bench_runtime import cmd_bench_runtime  # runtime vs direct
+
+        return cmd_bench_runtime(args)
     if args.model and args.model.lower().endswith(".tflite") and not args.suite:
         if args.rounds < 1 or args.warmup < 0:
             usage("--rounds must be >= 1 and --warmup >= 0")

@@ -1,4 +1,5 @@
-"""CLI of the emulated NNAPI runtime: ``nnhal plan`` and ``--runtime`` for run / vectors.
+"""CLI of the emulated NNAPI runtime: ``nnhal plan`` and ``--runtime`` for run / vectors
+(``nnhal bench --runtime`` lives in ``nnhal.tools.bench_runtime``).
 
     nnhal plan MODEL [--name NAME] [--target ADDR[/DEVICE]]... [--preference P] [--json]
     nnhal run MODEL --runtime [--target ADDR[/DEVICE]]... [--preference P] [--mode M]
@@ -95,6 +96,7 @@ def _load(path: str, name: str | None) -> Any:
 
 def plan_json(model: Any, devices: list[Any], preference: int) -> dict[str, Any]:
     """The plan of ``model``: per operation the device and why; the steps."""
+    from nnhal.runtime.host import HostDevice, host_devices
     from nnhal.runtime.partition import (
         INTERPRETER,
         DeviceStep,
@@ -104,15 +106,26 @@ def plan_json(model: Any, devices: list[Any], preference: int) -> dict[str, Any]
         partition,
     )
     from nnhal.runtime.reference import reference_device
+    from nnhal.runtime.slicing import subgraph_of
 
     from nnhal.types import operation_name
 
-    all_devices = [*devices, reference_device()]
+    all_devices = [*devices, *host_devices(model), reference_device()]
     plan = partition(model, all_devices, preference)
     number_steps(plan)
 
     def name(d: int) -> str:
         return "runtime interpreter" if d == INTERPRETER else all_devices[d].name
+
+    def why(p: SubgraphPlan, c: Any) -> str:
+        dev = None if c.device == INTERPRETER else all_devices[c.device]
+        if isinstance(dev, HostDevice):  # what the host runs, and why there
+            return dev.describe(
+                model,
+                subgraph_of(model, p.source),
+                subgraph_of(model, p.source).operations[c.operation],
+            )
+        return c.note or _why(c, all_devices, preference)
 
     def sub_json(p: SubgraphPlan) -> dict[str, Any]:
         ops = []
@@ -122,7 +135,7 @@ def plan_json(model: Any, devices: list[Any], preference: int) -> dict[str, Any]
                     "operation": c.operation,
                     "type": operation_name(c.type),
                     "device": name(c.device),
-                    "why": c.note or _why(c, all_devices, preference),
+                    "why": why(p, c),
                     "performance": {all_devices[d].name: v for d, v in c.perf.items()},
                     "unsupported": {all_devices[d].name: r for d, r in c.unsupported.items()},
                 }
@@ -258,6 +271,8 @@ def cmd_run(args: argparse.Namespace, inputs: list[Any] | None = None) -> int:
         finally:
             compilation.release()
         doc["report"] = execution.report.to_json()
+        if compilation.fallback:  # a device failed to prepare: the whole model on the CPU
+            doc["report"]["compilation_fallback"] = compilation.fallback
     finally:
         _close(devices)
     print(json.dumps(doc, indent=1))

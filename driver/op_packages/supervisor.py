@@ -214,7 +214,24 @@ class KernelSupervisor:
                 )
             return None
         self.prewarm()
+        self._wait_for_a_start()
         return RemoteKernel(self, next(self._ids), label, (ref, static_kwargs))
+
+    def _wait_for_a_start(self) -> None:
+        """Wait (at prepare time) until a worker is up or its start ended.
+
+        Starting a worker imports numpy and the kernel's package: seconds on a
+        loaded host. Paid here, it is not counted against an execution's
+        deadline or a WHILE's loop timeout. A start that fails or outlasts the
+        start timeout leaves the answer to the first call, as before.
+        """
+        limit = time.monotonic() + START_TIMEOUT_S
+        with self._cond:
+            while not self._idle and self._starting and not self._closed:
+                remaining = limit - time.monotonic()
+                if remaining <= 0:
+                    return
+                self._cond.wait(min(remaining, _SLICE_S))
 
     # -- one call ------------------------------------------------------------
 

@@ -55,6 +55,8 @@ class OnnxImport:
     source: str = ""
     nodes: int = 0
     quant: dict = field(default_factory=dict)
+    #: unmapped nodes written as host operations (``host=True``): ONNX Runtime runs them
+    host: list[UnsupportedNode] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -96,6 +98,7 @@ class OnnxImport:
             "inputs": [p.as_dict() for p in self.inputs],
             "outputs": [p.as_dict() for p in self.outputs],
             "unsupported": [u.as_dict() for u in self.unsupported],
+            "host": [u.as_dict() for u in self.host],
             "operations": None if self.model is None else _op_counts(self.model),
         }
 
@@ -137,16 +140,19 @@ def import_onnx(
     source: Any,
     shapes: dict[str, list[int]] | None = None,
     constants: dict[str, np.ndarray] | None = None,
+    host: bool = False,
 ) -> OnnxImport:
     """Import ``source`` (a path, bytes or ModelProto); OnnxImportError for a bad file.
 
     ``shapes`` fixes graph input dimensions; ``constants`` fixes graph inputs to
     values (they become initializers: folded, and usable where NNAPI needs a
-    constant, such as Slice starts or Reduce axes).
+    constant, such as Slice starts or Reduce axes). ``host=True``: nodes without
+    a mapping become host operations ONNX Runtime runs through ``nnhal.runtime``
+    (listed in ``host``; the model then needs the runtime, not a bare driver).
     """
     model = load(source, shapes, constants)
     where = str(source) if isinstance(source, (str, Path)) else "model"
-    first = _convert(model, where, {})
+    first = _convert(model, where, {}, host)
     # graph outputs exporters declare dynamic often have a static shape once converted:
     # convert again with it, so the model file's outputs are fully specified
     learned = {
@@ -154,18 +160,24 @@ def import_onnx(
         for name, t in first[1].items()
         if t is not None and t.static and t.shape != first[0].get(name)
     }
-    result = _convert(model, where, learned) if learned and first[2].ok else first[2]
+    result = _convert(model, where, learned, host) if learned and first[2].ok else first[2]
     return result if isinstance(result, OnnxImport) else result[2]
 
 
-def _convert(model, where: str, out_shapes: dict[str, tuple]):
+def _convert(model, where: str, out_shapes: dict[str, tuple], host: bool = False):
     """(declared output shapes, output tensors, OnnxImport) of one conversion."""
     from onnx import numpy_helper
 
-    from .ops_quant import quant_params
+    from .ops_quant import axis_params, quant_params
 
     opset = default_opset(model) or 0
-    conv = Converter(model, opset, quant_params(model.graph, _constants(model)))
+    consts = _constants(model)
+    quant = quant_params(model.graph, consts)
+    axis_quant = axis_params(model.graph, consts)
+    for name in axis_quant:  # held as raw 8-bit values (ops_quant.axis_params)
+        quant.setdefault(name, (1.0, 0))
+    conv = Converter(model, opset, quant, host)
+    conv.axis_quant = axis_quant
     g = model.graph
     scope = Scope(conv, conv.mb.main, None, "main")
     init_names = {i.name for i in g.initializer}
@@ -213,7 +225,7 @@ def _convert(model, where: str, out_shapes: dict[str, tuple]):
     if not conv.unsupported:
         built = conv.mb.build()
     result = OnnxImport(built, inputs, outputs, conv.unsupported, opset, where,
-                        _count_nodes(g), conv.quant)  # fmt: skip
+                        _count_nodes(g), conv.quant, conv.host_nodes)  # fmt: skip
     produced = {vi.name: scope.find(vi.name) for vi in g.output}
     return declared, produced, result
 

@@ -6,11 +6,15 @@ Options (prefixed so other formats never clash):
   (repeatable), so shape arithmetic folds and WHILE operands are static;
 - ``--onnx-inputs FILE.npz`` stores input values in the model file, with
   ONNX Runtime's outputs as the expected values when onnxruntime is
-  installed.
+  installed;
+- ``--onnx-no-host`` refuses nodes without a mapping instead of writing
+  them as host operations (ONNX Runtime runs those through ``nnhal.runtime``:
+  ``nnhal run MODEL.json --runtime``).
 
 Prints what was mapped (operation counts) and every node without a mapping
-with its reason; exits 1 when any node is unmapped or the file is bad (one
-line, no traceback), 0 when the model file was written. Errors are raised as
+with its reason and where it runs; exits 1 when a node can be neither mapped
+nor run on the host or the file is bad (one line, no traceback), 0 when the
+model file was written. Errors are raised as
 ``OnnxImportError`` (a ValueError: ``nnhal``'s main prints it as one line,
 exit status 1), so this module needs nothing from the tools layer; a bad
 ``--onnx-shape`` is an argparse usage error (exit status 2).
@@ -32,6 +36,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--onnx-inputs", metavar="FILE.npz",
         help="ONNX: input values to store (expected outputs from onnxruntime when installed)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--onnx-no-host", action="store_true",
+        help="ONNX: refuse nodes without an NNAPI mapping (default: ONNX Runtime runs them on"
+        " the host through the runtime)",
     )  # fmt: skip
 
 
@@ -59,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
     from .api import import_onnx
 
     shapes = dict(getattr(args, "onnx_shape", []) or [])
-    result = import_onnx(args.model, shapes=shapes)
+    host = not getattr(args, "onnx_no_host", False)
+    result = import_onnx(args.model, shapes=shapes, host=host)
     feeds = expected = None
     if getattr(args, "onnx_inputs", None):
         from .inputs import load_npz
@@ -106,6 +116,12 @@ def _print(result) -> None:
         print(f"  output {p.name}: {p.as_dict()['type']} {p.as_dict()['shape']}")
     if ops:
         print("  NNAPI operations: " + ", ".join(f"{k} x{v}" for k, v in ops.items()))
+    if result.host:
+        print(f"  {len(result.host)} node(s) without an NNAPI mapping, run by ONNX Runtime on the"
+              " host (nnhal run MODEL.json --runtime):")  # fmt: skip
+        for u in result.host:
+            where = "" if u.graph == "main" else f" in {u.graph}"
+            print(f"    {u.node} ({u.op_type}){where}: {u.reason}")
     if result.unsupported:
         print(f"  {len(result.unsupported)} node(s) without an NNAPI mapping:")
         for u in result.unsupported:

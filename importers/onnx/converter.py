@@ -79,7 +79,9 @@ def node_label(node) -> str:
 class Converter:
     """Model-wide state of one import."""
 
-    def __init__(self, model, opset: int, quant: dict[str, tuple[float, int]]) -> None:
+    def __init__(
+        self, model, opset: int, quant: dict[str, tuple[float, int]], host: bool = False
+    ) -> None:
         from .registry import table
 
         self.onnx_model = model
@@ -87,7 +89,13 @@ class Converter:
         self.ops = table()
         self.mb = ModelBuilder()
         self.unsupported: list[UnsupportedNode] = []
+        #: unmapped nodes become host operations (ONNX Runtime, through nnhal.runtime)
+        self.host = host
+        self.host_nodes: list[UnsupportedNode] = []
+        self.host_extensions: set[str] = set()
         self.quant = quant  # tensor name -> (scale, zero point)
+        #: tensor name -> (scales, zero points, axis): per-axis, held as raw values
+        self.axis_quant: dict[str, tuple] = {}
         self.info: dict[str, tuple[int, tuple | None]] = {}
         self._collect(model.graph)
 
@@ -276,31 +284,61 @@ class Scope:
 
     def convert_node(self, node) -> None:
         conv = self.conv
+        mark = self._mark()
         try:
-            if node.domain not in ("", "ai.onnx"):
-                raise Unsupported(f"operator domain {node.domain!r} has no NNAPI mapping")
             if self._fold(node):
                 return
-            fn = conv.ops.get(node.op_type)
+            fn = conv.ops.get(_op_key(node))
             if fn is None:
+                if node.domain not in ("", "ai.onnx"):
+                    raise Unsupported(f"operator domain {node.domain!r} has no NNAPI mapping")
                 raise Unsupported("no NNAPI mapping for this operator")
             from .node import Node
 
             fn(Node(self, node))
         except Unsupported as exc:
-            conv.unsupported.append(
-                UnsupportedNode(
-                    node.name or node.output[0],
-                    node.op_type,
-                    str(exc),
-                    list(node.input),
-                    list(node.output),
-                    self.name,
-                )
-            )
+            reason = str(exc)
+            record = UnsupportedNode(node.name or node.output[0], node.op_type, reason,
+                                     list(node.input), list(node.output), self.name)  # fmt: skip
+            self._rollback(mark)  # what the mapping emitted before it gave up
+            if conv.host:
+                from .host_nodes import emit_host_node
+
+                try:
+                    emit_host_node(self, node, reason)
+                    conv.host_nodes.append(record)
+                    return
+                except Unsupported as host_exc:
+                    self._rollback(mark)
+                    record.reason = f"{reason}; and not on the host: {host_exc}"
+            conv.unsupported.append(record)
+
+    def _mark(self) -> tuple:
+        """Where the builders and records stand, to undo a mapping that gave up midway."""
+        conv, sb = self.conv, self.sb
+        return (len(sb._operands), len(sb._operations), len(conv.mb._referenced),
+                len(conv.mb._extensions), set(conv.host_extensions), len(conv.unsupported),
+                len(conv.host_nodes), {k: t.index for k, t in self.tensors.items()},
+                set(self.produced))  # fmt: skip
+
+    def _rollback(self, mark: tuple) -> None:
+        conv, sb = self.conv, self.sb
+        n_operands, n_ops, n_refs, n_ext, exts, n_uns, n_host, indexes, produced = mark
+        del sb._operands[n_operands:], sb._operations[n_ops:]
+        del conv.mb._referenced[n_refs:], conv.mb._extensions[n_ext:]
+        conv.host_extensions = exts
+        del conv.unsupported[n_uns:], conv.host_nodes[n_host:]
+        for name in list(self.tensors):
+            if name not in indexes:
+                del self.tensors[name]
+            else:
+                self.tensors[name].index = indexes[name]
+        self.produced = produced
 
     def _fold(self, node) -> bool:
         if node.op_type in NO_FOLD or any(subgraphs_of(a) for a in node.attribute):
+            return False
+        if node.domain not in ("", "ai.onnx"):  # the reference evaluator knows ai.onnx only
             return False
         if node.op_type in ("Shape", "Size") and node.input:
             t = self.find(node.input[0])
@@ -326,6 +364,13 @@ class Scope:
         end = next((a.i for a in node.attribute if a.name == "end"), None)
         self.bind_const(node.output[0], shape[slice(start, end)])
         return True
+
+
+def _op_key(node) -> str:
+    """The operator table's key: ``Add``, or ``com.microsoft.QLinearAdd`` for other domains."""
+    if node.domain in ("", "ai.onnx"):
+        return node.op_type
+    return f"{node.domain}.{node.op_type}"
 
 
 def _elem_of(value: np.ndarray) -> int:

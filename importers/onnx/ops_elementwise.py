@@ -8,7 +8,8 @@ bounds match, else MAXIMUM + MINIMUM), Max/Min (chains of MAXIMUM /
 MINIMUM). Beyond the execution provider (control-flow bodies need them):
 comparisons, Not/And/Or/Xor, Where (SELECT; inputs broadcast with TILE when
 their shapes are static), Cast/CastLike, Identity, Reciprocal, Ceil,
-HardSwish. NNAPI broadcasts binary operands the numpy way, as ONNX
+HardSwish, HardSigmoid (MUL, ADD, MAXIMUM, MINIMUM); Pow with an integer
+exponent CASTs it to the base's float type. NNAPI broadcasts binary operands the numpy way, as ONNX
 does (multidirectional broadcasting).
 """
 
@@ -44,9 +45,17 @@ def binary(n: Node) -> None:
 
 @mapping("Pow")
 def pow_(n: Node) -> None:
-    if n.t(0).elem not in _FLOATS or n.t(1).elem != n.t(0).elem:
-        raise Unsupported("Pow needs float base and exponent of the same type")
-    n.op(O.POW, [n.i(0), n.i(1)], [n.out(0, like=0)])
+    base, exp = n.t(0), n.t(1)
+    if base.elem not in _FLOATS:
+        raise Unsupported(f"Pow of a {tm.elem_name(base.elem)} base (NNAPI's POW is float)")
+    e = n.i(1)
+    if exp.elem != base.elem:
+        if exp.elem not in (*_FLOATS, tm.INT32, tm.INT64):
+            raise Unsupported(f"Pow with a {tm.elem_name(exp.elem)} exponent")
+        # POW takes the base's type: integer exponents are exact in float, so CAST them
+        e = n.scope.temp(base.nnapi_type(), exp.shape)
+        n.op(O.CAST, [n.i(1)], [e])
+    n.op(O.POW, [n.i(0), e], [n.out(0, like=0)])
 
 
 @mapping("PRelu")
@@ -96,6 +105,25 @@ def ceil(n: Node) -> None:
     low = n.scope.temp(code, x.shape)
     n.op(O.FLOOR, [neg], [low])
     n.op(O.NEG, [low], [n.out(0, like=0)])  # ceil(x) = -floor(-x)
+
+
+@mapping("HardSigmoid")
+def hard_sigmoid(n: Node) -> None:
+    """max(0, min(1, alpha * x + beta)): MUL, ADD, then MAXIMUM / MINIMUM with constants."""
+    x = n.t(0)
+    if x.elem not in _FLOATS:
+        raise Unsupported("HardSigmoid on non-float tensors")
+    code = x.nnapi_type()
+    dtype = tm.NP_DTYPE[code]
+
+    def const(v: float) -> int:
+        return n.scope.sb.constant(code, np.array([v], dtype), (1,))
+
+    scaled, shifted, low = (n.scope.temp(code, x.shape) for _ in range(3))
+    n.op(O.MUL, [n.i(0), const(n.attr("alpha", 0.2)), n.scalar_i32(0)], [scaled])
+    n.op(O.ADD, [scaled, const(n.attr("beta", 0.5)), n.scalar_i32(0)], [shifted])
+    n.op(O.MAXIMUM, [shifted, const(0.0)], [low])
+    n.op(O.MINIMUM, [low, const(1.0)], [n.out(0, like=0)])
 
 
 @mapping("Reciprocal")

@@ -110,8 +110,6 @@ def conv(n: Node) -> None:
 
 
 def pool_params(n: Node):
-    if n.attr("ceil_mode", 0):
-        raise Unsupported("ceil_mode=1 (NNAPI pools round down)")
     if any(d != 1 for d in (n.attr("dilations") or [1, 1])):
         raise Unsupported("pooling with dilations")
     kernel = list(n.attr("kernel_shape"))
@@ -119,7 +117,22 @@ def pool_params(n: Node):
         raise Unsupported(f"{len(kernel)}-D pooling (NNAPI has 2-D only)")
     strides = list(n.attr("strides") or [1, 1])
     pads = explicit_pads(n, _spatial(n), kernel, strides, [1, 1])
+    if n.attr("ceil_mode", 0):
+        pads = _ceil_pads(n, kernel, strides, pads)
     return kernel, strides, pads
+
+
+def _ceil_pads(n: Node, kernel, strides, pads) -> list[int]:
+    """ceil_mode=1: NNAPI pools round down, so the last (partial) window ONNX adds gets
+    room as extra padding at the end, which NNAPI's pools leave out of max and average."""
+    out_hw = n.out_static(0)[2:]
+    (h, w), (left, right, top, bottom) = _spatial(n), pads
+    extra = [max(0, (o - 1) * s + k - (size + b + e))
+             for o, s, k, size, b, e in zip(out_hw, strides, kernel, (h, w), (top, left),
+                                            (bottom, right))]  # fmt: skip
+    if any(extra) and n.attr("count_include_pad", 0):
+        raise Unsupported("ceil_mode=1 with count_include_pad=1 (the extra cells would count)")
+    return [left, right + extra[1], top, bottom + extra[0]]
 
 
 def emit_pool(n: Node, op, x: int, out: int, kernel, strides, pads) -> None:
@@ -228,14 +241,96 @@ def matmul(n: Node) -> None:
     if a.elem not in (tm.FLOAT, tm.FLOAT16):
         raise Unsupported(f"MatMul on {tm.elem_name(a.elem)}")
     b = n.t(1)
-    if b.const is None:
-        raise Unsupported(f"input 1 (B {n.name(1)!r}) must be a constant (NNAPI 1.3 has"
-                          " FULLY_CONNECTED only; BATCH_MATMUL came in feature level 6)")  # fmt: skip
-    if b.const.ndim != 2:
-        raise Unsupported(f"MatMul with a rank-{b.const.ndim} constant B")
     dtype = np.float16 if a.elem == tm.FLOAT16 else np.float32
-    w = np.ascontiguousarray(b.const.T.astype(dtype))
-    fully_connected(n, n.i(0), a.shape, w, np.zeros(w.shape[0], dtype), a.nnapi_type())
+    if b.const is not None and b.const.ndim in (1, 2):
+        # a rank-1 B is one output unit whose axis the output drops (reshape_to_output)
+        w = b.const.reshape(1, -1) if b.const.ndim == 1 else b.const.T
+        w = np.ascontiguousarray(w.astype(dtype))
+        fully_connected(n, n.i(0), a.shape, w, np.zeros(w.shape[0], dtype), a.nnapi_type())
+        return
+    _matmul_by_batch(n, a, b, dtype)
+
+
+#: batched products are split into at most this many FULLY_CONNECTED operations
+MAX_BATCH = 64
+
+
+def _matmul_by_batch(n: Node, a, b, dtype) -> None:
+    """A [..., M, K] x B [..., K, N] with static shapes, B constant or not: NNAPI 1.3 has no
+    BATCH_MATMUL, so each (broadcast) batch is one FULLY_CONNECTED of an A slice with that
+    batch's B transposed to [N, K] (a constant, or TRANSPOSE at run time), the results
+    concatenated and reshaped to the output."""
+    sa, sb_ = n.shape(0), n.shape(1)
+    a2 = (1, *sa) if len(sa) == 1 else tuple(sa)  # rank 1: one row, dropped in the output
+    b2 = (*sb_, 1) if len(sb_) == 1 else tuple(sb_)  # rank 1: one column, dropped
+    (m, k), (k2, units) = a2[-2:], b2[-2:]
+    if k != k2:
+        raise Unsupported(f"MatMul of {list(sa)} and {list(sb_)}: inner dimensions differ")
+    batch = tuple(np.broadcast_shapes(a2[:-2], b2[:-2]))
+    count = int(np.prod(batch, dtype=np.int64)) if batch else 1
+    if count > MAX_BATCH:
+        raise Unsupported(f"MatMul over {count} batches (split into FULLY_CONNECTED up to"
+                          f" {MAX_BATCH}; NNAPI 1.3 has no BATCH_MATMUL)")  # fmt: skip
+    code = a.nnapi_type()
+    scope = n.scope
+    a_rows = _as_stack(n, 0, a, a2, m, k)
+    b_const = None if b.const is None else np.asarray(b.const, np.float64).reshape(-1, k, units)
+    b_rows = None if b_const is not None else _as_stack(n, 1, b, b2, k, units)
+    a_batch, b_batch = a2[:-2], b2[:-2]
+    bias = scope.sb.constant(code, np.zeros(units, dtype), (units,))
+    a_slices: dict[int, int] = {}
+    pieces = []
+    for idx in np.ndindex(*batch) if batch else [()]:
+        fa = _flat(idx, a_batch)
+        fb = _flat(idx, b_batch)
+        if fa not in a_slices:
+            a_slices[fa] = _slice(n, code, a_rows, fa, (m, k))
+        if b_const is not None:
+            w = np.ascontiguousarray(b_const[fb].T.astype(dtype))
+            w_op = scope.sb.constant(code, w, w.shape)
+        else:
+            col = _slice(n, code, b_rows, fb, (k, units))
+            w_op = scope.temp(code, (units, k))
+            n.op(O.TRANSPOSE, [col, scope.vector([1, 0])], [w_op])
+        piece = scope.temp(code, (m, units))
+        n.op(O.FULLY_CONNECTED, [a_slices[fa], w_op, bias, n.scalar_i32(0)], [piece])
+        pieces.append(piece)
+    if len(pieces) == 1:
+        n.reshape_to_output(pieces[0])
+        return
+    stacked = scope.temp(code, (count * m, units))
+    n.op(O.CONCATENATION, [*pieces, n.scalar_i32(0)], [stacked])
+    n.reshape_to_output(stacked)
+
+
+def _as_stack(n: Node, k: int, t, shape2: tuple, rows: int, cols: int) -> int:
+    """Input ``k`` as a [batches, rows, cols] operand (a RESHAPE unless it is one already)."""
+    stack = (int(np.prod(shape2[:-2], dtype=np.int64)) if len(shape2) > 2 else 1, rows, cols)
+    if tuple(t.shape) == stack:
+        return n.i(k)
+    out = n.scope.temp(t.nnapi_type(), stack, t.scale, t.zero_point)
+    n.op(O.RESHAPE, [n.i(k), n.scope.vector(list(stack))], [out])
+    return out
+
+
+def _flat(idx: tuple, dims: tuple) -> int:
+    """The flat batch number in ``dims`` of broadcast batch index ``idx`` (axes of 1 repeat)."""
+    idx = idx[len(idx) - len(dims) :] if dims else ()
+    flat = 0
+    for i, d in zip(idx, dims):
+        flat = flat * d + (0 if d == 1 else i)
+    return flat
+
+
+def _slice(n: Node, code: int, stack: int, row: int, shape: tuple, scale: float = 0.0,
+           zp: int = 0) -> int:  # fmt: skip
+    """Batch ``row`` of a [batches, r, c] operand, as an [r, c] operand (SLICE + RESHAPE)."""
+    scope = n.scope
+    part = scope.temp(code, (1, *shape), scale, zp)
+    n.op(O.SLICE, [stack, scope.vector([row, 0, 0]), scope.vector([1, *shape])], [part])
+    out = scope.temp(code, shape, scale, zp)
+    n.op(O.RESHAPE, [part, scope.vector(list(shape))], [out])
+    return out
 
 
 @mapping("BatchNormalization")

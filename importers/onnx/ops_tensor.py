@@ -8,9 +8,10 @@ STRIDED_SLICE with constant starts/ends/axes/steps clamped to the static
 shape, Split -> SPLIT (equal parts) or one SLICE per part, Pad -> PAD /
 PAD_V2 (constant mode), Tile -> TILE, Expand -> TILE after a RESHAPE,
 Softmax -> SOFTMAX (on the last axis for opsets below 13, where ONNX
-flattens), ReduceMean/Sum/Max/Min/Prod -> MEAN / REDUCE_*, ArgMax/ArgMin ->
-ARGMAX/ARGMIN (+ RESHAPE for keepdims), DepthToSpace/SpaceToDepth with
-NNAPI's NCHW layout flag.
+flattens), ReduceMean/Sum/Max/Min/Prod -> MEAN / REDUCE_* (ReduceMax/Min of
+booleans: REDUCE_ANY / REDUCE_ALL), ArgMax/ArgMin -> ARGMAX/ARGMIN (+ RESHAPE
+for keepdims; select_last_index over the axis reversed by GATHER), DepthToSpace/SpaceToDepth with
+NNAPI's NCHW layout flag (CRD DepthToSpace: channels reordered to DCR by GATHER).
 """
 
 from __future__ import annotations
@@ -295,7 +296,9 @@ def reduce(n: Node, op=None, src: int | None = None) -> None:
     axes = sorted({_axis(n, a, rank) for a in axes})
     keep = int(n.attr("keepdims", 1))
     x = n.t(0)
-    if op != O.MEAN and x.elem not in (tm.FLOAT, tm.FLOAT16):
+    if x.elem == tm.BOOL and op in (O.REDUCE_MAX, O.REDUCE_MIN):
+        op = O.REDUCE_ANY if op == O.REDUCE_MAX else O.REDUCE_ALL  # max = any, min = all
+    elif op != O.MEAN and x.elem not in (tm.FLOAT, tm.FLOAT16):
         raise Unsupported(f"{n.op_type} on {tm.elem_name(x.elem)}")
     if op == O.MEAN:
         ins = [src, n.scope.vector(axes), n.scalar_i32(keep)]
@@ -311,30 +314,51 @@ def reduce(n: Node, op=None, src: int | None = None) -> None:
 
 @mapping("ArgMax", "ArgMin")
 def argmax(n: Node) -> None:
-    if n.attr("select_last_index", 0):
-        raise Unsupported("select_last_index=1 (NNAPI returns the first index)")
     rank = n.rank(0)
     axis = _axis(n, n.attr("axis", 0), rank)
     op = O.ARGMAX if n.op_type == "ArgMax" else O.ARGMIN
-    if n.attr("keepdims", 1) or rank == 1:
-        shape = n.t(0).shape
-        mid = None if shape is None else tuple(d for k, d in enumerate(shape) if k != axis)
-        tmp = n.scope.temp(T.TENSOR_INT32, mid or (1,))
-        n.op(op, [n.i(0), n.scalar_i32(axis)], [tmp])
-        from .converter import Tensor
-
-        n.reshape_to_output(tmp, like=None, src_tensor=Tensor(tm.INT64, mid or (1,)))
+    shape = n.t(0).shape
+    mid = None if shape is None else tuple(d for k, d in enumerate(shape) if k != axis)
+    src, last = n.i(0), bool(n.attr("select_last_index", 0))
+    if last:
+        # NNAPI returns the first extreme: take it over the axis reversed (GATHER of the
+        # indices n-1..0), then n - 1 - index
+        x = n.t(0)
+        length = n.shape(0)[axis]
+        src = n.scope.temp(x.nnapi_type(), x.shape, x.scale, x.zero_point)
+        rev = n.scope.vector(list(range(length - 1, -1, -1)))
+        n.op(O.GATHER, [n.i(0), n.scalar_i32(axis), rev], [src])
+    plain = not last and not (n.attr("keepdims", 1) or rank == 1)
+    if plain:
+        n.op(op, [src, n.scalar_i32(axis)], [n.out(0, elem=tm.INT64)])
         return
-    n.op(op, [n.i(0), n.scalar_i32(axis)], [n.out(0, elem=tm.INT64)])
+    tmp = n.scope.temp(T.TENSOR_INT32, mid or (1,))
+    n.op(op, [src, n.scalar_i32(axis)], [tmp])
+    if last:
+        flipped = n.scope.temp(T.TENSOR_INT32, mid or (1,))
+        top = n.scope.vector([length - 1])
+        n.op(O.SUB, [top, tmp, n.scalar_i32(0)], [flipped])
+        tmp = flipped
+    from .converter import Tensor
+
+    n.reshape_to_output(tmp, like=None, src_tensor=Tensor(tm.INT64, mid or (1,)))
 
 
 @mapping("DepthToSpace", "SpaceToDepth")
 def depth_space(n: Node) -> None:
-    if n.op_type == "DepthToSpace" and n.attr("mode", "DCR") != "DCR":
-        raise Unsupported("DepthToSpace mode CRD (NNAPI has DCR only)")
     op = O.DEPTH_TO_SPACE if n.op_type == "DepthToSpace" else O.SPACE_TO_DEPTH
-    n.op(op, [n.i(0), n.scalar_i32(n.attr("blocksize")), n.bool_scalar(True)],
-         [n.out(0, like=0)])  # fmt: skip
+    block = int(n.attr("blocksize"))
+    src = n.i(0)
+    if n.op_type == "DepthToSpace" and n.attr("mode", "DCR") == "CRD":
+        # NNAPI has DCR only: CRD reads channel c*b*b + i*b + j where DCR reads
+        # (i*b + j)*C' + c, so the channels are put in DCR order first (GATHER on axis 1)
+        x = n.t(0)
+        channels = n.shape(0)[1]
+        c_out = channels // (block * block)
+        order = [c * block * block + k for k in range(block * block) for c in range(c_out)]
+        src = n.scope.temp(x.nnapi_type(), x.shape, x.scale, x.zero_point)
+        n.op(O.GATHER, [n.i(0), n.scalar_i32(1), n.scope.vector(order)], [src])
+    n.op(op, [src, n.scalar_i32(block), n.bool_scalar(True)], [n.out(0, like=0)])
 
 
 @mapping("Shape", "Size")

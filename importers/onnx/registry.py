@@ -2,7 +2,7 @@
 
 Mappings register themselves with ``@mapping("Add", "Sub", ...)``; the
 modules holding them (``ops_elementwise``, ``ops_tensor``, ``ops_nn``,
-``ops_quant``, ``ops_control``) are imported by ``table()``.
+``ops_quant``, ``ops_resize``, ``ops_control``) are imported by ``table()``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,13 @@ def mapping(*op_types: str) -> Callable[[Callable], Callable]:
 
 
 def table() -> dict[str, Callable]:
-    from . import ops_control, ops_elementwise, ops_nn, ops_quant, ops_tensor  # noqa: F401
+    from . import (  # noqa: F401
+        ops_control,
+        ops_elementwise,
+        ops_nn,
+        ops_quant,
+        ops_resize,
+        ops_tensor,
+    )
 
     return OPS

@@ -59,3 +59,68 @@ def test_device_option_names_the_targets_device(model_file, capsys):
         assert main(args) == 0
         doc = json.loads(capsys.readouterr().out)
         assert [s["device"] for s in doc["report"]["steps"]] == ["npu", "nnapi-reference", "npu"]
+
+
+def test_bench_runtime_with_targets_and_a_model_file(model_file, tmp_path, capsys):
+    report = tmp_path / "bench.json"
+    with served(profile("npu"), profile("half", exclude=["MUL"])) as (address, _):
+        args = ["bench", "--runtime", "--rounds", "1", "--model", model_file, "--json", str(report)]
+        # the whole model on npu: a simple plan, compared with npu executed directly
+        assert main([*args, "--target", f"{address}/npu"]) == 0
+        out = capsys.readouterr().out
+        assert "chain/base" in out and "simple plan on npu" in out and "over gRPC, npu" in out
+        rows = json.loads(report.read_text())["runtime"]
+        assert rows[0]["devices"] == ["npu", "nnapi-reference"] and rows[0]["ratio"] > 0
+        # spanning half and the CPU: compared with the whole model on nnapi-reference
+        assert main([*args, "--target", f"{address}/half"]) == 0
+        out = capsys.readouterr().out
+        assert "3 steps on half, nnapi-reference" in out and "in-process, nnapi-reference" in out
+        assert "direct reusing its request layout" in out
+
+
+def test_bench_runtime_usage_errors(model_file, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "--target", "127.0.0.1:1"])
+    assert e.value.code == 2 and "--target goes with --runtime" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "--runtime", "--rounds", "0"])
+    assert e.value.code == 2
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "--runtime", "--profile", "example-npu"])
+    assert e.value.code == 2 and "give served devices with --target" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["bench", "--runtime", "--model", model_file, "--name", "nope"])
+    assert e.value.code == 2 and "no test model named nope" in capsys.readouterr().err
+    args = ["bench", "--runtime", "--target", "127.0.0.1:1", "--rounds", "1", "--model", model_file]
+    assert main(args) == 1
+    assert "DEVICE_UNAVAILABLE" in capsys.readouterr().err
+
+
+def test_bench_runtime_without_targets_measures_in_process_and_over_grpc(capsys):
+    from nnhal.tools.bench_runtime import main as bench_main
+
+    assert bench_main(["--rounds", "1", "--iters", "2", "--size", "4"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "2 calls of each" in lines[0]
+    assert "simple plan on nnapi-reference" in lines[1] and "in-process" in lines[1]
+    assert "direct reusing its request layout" in lines[2]
+    assert "simple plan on bench-npu" in lines[3] and "over gRPC, bench-npu" in lines[3]
+
+
+def test_run_and_vectors_report_a_compilation_fallback(model_file, capsys):
+    from nnhal.control import Control
+
+    with served(profile("npu")) as (address, _), Control(address) as control:
+        control.set_faults(
+            [{"method": "prepareModel_1_3", "status": "GENERAL_FAILURE", "when": "always"}],
+            device="npu",
+        )
+        target = f"{address}/npu"
+        assert main(["run", model_file, "--runtime", "--target", target]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["outputs"] == [[16.0, 30.0, 48.0]]
+        assert doc["report"]["compilation_fallback"]["status"] == "GENERAL_FAILURE"
+        assert [s["device"] for s in doc["report"]["steps"]] == ["nnapi-reference"]
+        assert main(["vectors", model_file, "--runtime", "--target", target, "--no-progress"]) == 0
+        out = capsys.readouterr().out
+        assert "1 passed, 0 failed" in out and "1 with a CPU fallback" in out

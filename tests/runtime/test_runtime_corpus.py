@@ -68,3 +68,69 @@ def test_the_whole_corpus_through_the_runtime():
     assert len(tests) == 5978
     assert not failures, f"{len(failures)} failures: {failures[:20]}"
     assert spanning > 1000  # nearly every model with several operations spans both devices
+
+
+def _profile_toml(profile) -> str:
+    import json
+
+    caps = profile["capabilities"]["default"]
+    return "\n".join([
+        f'name = "{profile["name"]}"',
+        f'type = "{profile["type"]}"',
+        f"exclude_operations = {json.dumps(profile['exclude_operations'])}",
+        "[capabilities.default]",
+        f"execTime = {caps['execTime']}",
+        f"powerUsage = {caps['powerUsage']}",
+        "",
+    ])  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="the shared corpus is not here")
+def test_the_whole_corpus_through_the_cli_against_nnhal_serve(tmp_path, capsys):
+    """`nnhal vectors CORPUS --runtime --target ADDR` against a real `nnhal serve` process
+    whose profile excludes every other operation type: every model passes, and every output
+    equals the direct run's (`nnhal vectors CORPUS`, the in-process driver), bit for bit."""
+    import subprocess
+    import sys
+    import tempfile
+
+    from nnhal.tools.cli import main
+
+    profile = tmp_path / "half-npu.toml"
+    profile.write_text(_profile_toml(alternate_profile()))
+    # not a pipe: a full pipe would block the server
+    log = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (lives as long as the server)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "nnhal.tools.cli", "serve", "--address", "127.0.0.1:0",
+         "--profile", str(profile)],
+        stdout=subprocess.PIPE, stderr=log, text=True,
+    )  # fmt: skip
+    try:
+        line = server.stdout.readline().strip()
+        assert line.startswith("nnhal: serving device 'half-npu'"), line
+        address = line.rsplit(" on ", 1)[1]
+        through, direct = tmp_path / "runtime", tmp_path / "direct"
+        args = ["vectors", str(CORPUS), "--no-progress"]
+        assert main([*args, "--runtime", "--target", address, "--dump-outputs", str(through)]) == 0
+        summary = capsys.readouterr().out.strip().splitlines()[-1]
+        assert summary.startswith("5978 passed, 0 failed, 0 skipped"), summary
+        assert main([*args, "--dump-outputs", str(direct)]) == 0
+        capsys.readouterr()
+    finally:
+        server.terminate()
+        server.communicate(timeout=60)
+        log.close()
+    names = sorted(p.name for p in direct.iterdir())
+    assert names == sorted(p.name for p in through.iterdir()) and len(names) > 5000
+    differ = []
+    for name in names:
+        with np.load(through / name) as a, np.load(direct / name) as b:
+            same = sorted(a.files) == sorted(b.files) and all(
+                a[k].dtype == b[k].dtype
+                and np.array_equal(a[k], b[k], equal_nan=a[k].dtype.kind in "fc")
+                for k in a.files
+            )
+        if not same:
+            differ.append(name)
+    assert not differ, differ[:20]

@@ -130,3 +130,30 @@ def test_fault_inside_an_interpreted_loop_body_falls_back_for_that_iteration():
         ("partial", "GENERAL_FAILURE")
     ]
     assert list(execution.report.loop_iterations.values()) == [3]
+
+
+@pytest.mark.parametrize("mode, method", [("async", "execute_1_3"), ("fenced", "executeFenced")])
+@pytest.mark.parametrize("status", ["DEVICE_UNAVAILABLE", "GENERAL_FAILURE"])
+def test_nth_execution_fault_in_other_modes_falls_back(mode, method, status):
+    with served(profile("npu")) as (address, (npu,)), Control(address) as control:
+        control.set_faults(
+            [{"method": method, "status": status, "when": "nth", "n": 2}], device="npu"
+        )
+        compilation = Compilation(chain_model(), [npu]).finish()  # simple plan on npu
+        try:
+            runs = []
+            for _ in range(3):
+                execution = Execution(compilation)
+                execution.set_input(0, X)
+                execution.set_input(1, Y)
+                execution.set_output(0)
+                runs.append((execution.compute(mode), execution))
+        finally:
+            compilation.release()
+    for outs, _ in runs:
+        np.testing.assert_array_equal(outs[0], EXPECTED)
+    kinds = [[(f.kind, f.device, f.status) for f in e.report.fallbacks] for _, e in runs]
+    assert kinds == [[], [("partial", "npu", status)], []]
+    assert [s.device for s in runs[1][1].report.steps] == ["npu", "nnapi-reference"]
+    assert [t["call"] for t in runs[1][1].report.trace] == ["execute", "partial-fallback",
+                                                            "execute"]  # fmt: skip

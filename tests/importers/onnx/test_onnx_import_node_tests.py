@@ -65,7 +65,12 @@ def test_control_flow_node_tests_pass():
 
 
 #: tests whose stored outputs wrap around where the ONNX spec (and NNAPI) saturate
-WRAPPED = ("test_qlinearmatmul_2D_int8_float16", "test_qlinearmatmul_2D_int8_float32")
+WRAPPED = (
+    "test_qlinearmatmul_2D_int8_float16",
+    "test_qlinearmatmul_2D_int8_float32",
+    "test_qlinearmatmul_3D_int8_float16",
+    "test_qlinearmatmul_3D_int8_float32",
+)
 
 
 @pytest.mark.parametrize("name", WRAPPED)
@@ -87,5 +92,7 @@ def test_qlinearmatmul_int8_saturates_where_stored_output_wraps(name):
     exact = np.round(acc * (a_s.astype(np.float64) * b_s / y_s)) + y_z
     np.testing.assert_array_equal(got, np.clip(exact, -128, 127).astype(np.int8))
     wrapped = ((exact.astype(np.int64) + 128) % 256 - 128).astype(np.int8)
-    np.testing.assert_array_equal(outs[0], wrapped)  # the stored values: wrapped
+    # the stored values: wrapped (within one step: the float16 variants rescale in float16)
+    step = (outs[0].astype(np.int64) - wrapped.astype(np.int64)) % 256
+    assert np.isin(step, (0, 1, 255)).all(), (outs[0], wrapped)
     assert (got != outs[0]).any()
