@@ -1,7 +1,8 @@
 """What every family shares: test cases, outcomes, and how a test says "no".
 
-A family's ``collect(target)`` returns ``TestCase`` objects; the runner
-(``nnhal.cts.runner``) calls ``case.run(target)``. Inside a test:
+A family's ``collect(library, options)`` returns ``TestCase`` objects; each
+becomes a pytest item (``nnhal.cts.pytest_items``) that calls
+``case.run(target)``. Inside a test:
 
 - ``skip(reason)`` (or ``raise Skip``): the target cannot run this (an
   operation reported unsupported, a capability it does not have). Skipped is
@@ -117,7 +118,7 @@ class TestCase:
     #: (operation name, operand type name) pairs the test exercises
     coverage: tuple[tuple[str, str], ...] = ()
     description: str = ""
-    #: long tests are started first when running in parallel
+    #: long tests are started first when running in parallel (pytest-xdist)
     slow: bool = False
 
 

@@ -1,13 +1,11 @@
-"""Reports of a run: terminal summary, JUnit XML, JSON, coverage table.
+"""Reports of a run: per-family table, JSON, coverage table (JUnit XML is pytest's).
 
 - ``summary_line``: "N passed, M failed, K skipped" followed by the other
-  outcomes that occurred (xfail, xpass, timed out, errors);
+  outcomes that occurred (xfail, xpass, timed out, errors), for reports made
+  from Results (pytest prints its own at the end of a session);
 - ``skipped_families_line``: every family whose tests were all skipped, with
   the reason (a summary must never hide a family that did not run);
 - ``family_table``: one row per family with the count of each outcome;
-- ``junit_xml``: one ``<testsuite>`` per family, ``<failure>`` for failed
-  and timed-out tests, ``<error>`` for errors, ``<skipped>`` with the reason
-  (xfail is reported as skipped with its message, xpass as passed);
 - ``json_report``: target, summary, per-family counts, every result and the
   coverage;
 - ``coverage``: operations x operand types x families, counting the tests
@@ -17,7 +15,6 @@
 from __future__ import annotations
 
 import json
-import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -35,7 +32,6 @@ __all__ = [
     "skipped_families_line",
     "summary_line",
     "write_json",
-    "write_junit",
 ]
 
 _ORDER = [
@@ -199,53 +195,6 @@ def coverage_table(results: Sequence[Result], families: Sequence[str]) -> str:
 # ---------------------------------------------------------------------------
 # Files
 # ---------------------------------------------------------------------------
-
-
-def junit_xml(results: Sequence[Result], families: Sequence[str], name: str = "nnhal-cts") -> str:
-    root = ET.Element("testsuites", name=name)
-    by_family: dict[str, list[Result]] = defaultdict(list)
-    for r in results:
-        by_family[r.family].append(r)
-    total = Counter()
-    for f in [f for f in families if f in by_family] + sorted(set(by_family) - set(families)):
-        rs = by_family[f]
-        c = counts(rs)
-        failures = c[Outcome.FAILED] + c[Outcome.TIMEOUT]
-        skipped = c[Outcome.SKIPPED] + c[Outcome.XFAIL]
-        suite = ET.SubElement(
-            root,
-            "testsuite",
-            name=f,
-            tests=str(len(rs)),
-            failures=str(failures),
-            errors=str(c[Outcome.ERROR]),
-            skipped=str(skipped),
-            time=f"{sum(r.duration for r in rs):.3f}",
-        )
-        total.update(tests=len(rs), failures=failures, errors=c[Outcome.ERROR], skipped=skipped)
-        for r in rs:
-            case = ET.SubElement(
-                suite, "testcase", classname=f"cts.{f}", name=r.id, time=f"{r.duration:.3f}"
-            )
-            first = r.message.split("\n", 1)[0][:200]
-            if r.outcome == Outcome.FAILED:
-                ET.SubElement(case, "failure", message=first, type="failure").text = r.message
-            elif r.outcome == Outcome.TIMEOUT:
-                ET.SubElement(case, "failure", message=first, type="timeout").text = r.message
-            elif r.outcome == Outcome.ERROR:
-                ET.SubElement(case, "error", message=first, type="error").text = r.message
-            elif r.outcome in (Outcome.SKIPPED, Outcome.XFAIL):
-                ET.SubElement(case, "skipped", message=first).text = r.message
-            elif r.outcome == Outcome.XPASS and r.message:
-                ET.SubElement(case, "system-out").text = r.message
-    for key in ("tests", "failures", "errors", "skipped"):
-        root.set(key, str(total[key]))
-    ET.indent(root)
-    return ET.tostring(root, encoding="unicode", xml_declaration=True)
-
-
-def write_junit(path: str | Path, results: Sequence[Result], families: Sequence[str]) -> None:
-    Path(path).write_text(junit_xml(results, families) + "\n", encoding="utf-8")
 
 
 def json_report(results: Sequence[Result], families: Sequence[str], info: dict[str, Any]) -> dict:

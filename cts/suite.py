@@ -1,29 +1,29 @@
 """The suite as a Python API: collect the tests of the chosen families, run them.
 
-``Config`` holds what ``nnhal cts`` takes on its command line;
-``collect(config)`` gives the ``TestCase`` list (families in run order,
-``--filter`` globs applied); ``run_suite(device, address, config)`` runs
-them against a connected client ``Device`` and returns a ``Report`` (every
-``Result``, the families, the wall time, what the target said about
-itself). Tests of this project call ``run_suite`` directly against
-in-process servers; the CLI (``nnhal.cts.cli``) adds connecting, printing and
-report files.
+``Config`` holds the settings of a run; ``collect(config)`` gives the
+``TestCase`` list (families in run order, ``filters`` globs applied: the
+Python API's selection; on the command line pytest's ``-k`` selects);
+``run_suite(device, address, config)`` runs them as a pytest session in
+this process (``nnhal.cts.pytest_plugin``) against a connected client
+``Device`` and returns a ``Report`` (every ``Result``, the families, the
+wall time, what the target said about itself). Tests of this project call
+``run_suite`` against in-process servers; ``nnhal cts`` and
+``pytest --pyargs nnhal.cts`` run the same session from the command line.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from nnhal.cts.core import Outcome, Result, TestCase
-from nnhal.cts.expectations import Expectations, load_expectations
 from nnhal.cts.families import DEFAULT_FAMILIES, FAMILIES, Library, family_module
 from nnhal.cts.report import skipped_families
-from nnhal.cts.runner import Runner
-from nnhal.cts.target import Options, Target
+from nnhal.cts.target import Options
 
 from nnhal.suggest import unknown_names
 
@@ -33,14 +33,15 @@ __all__ = ["Config", "Report", "collect", "run_suite"]
 @dataclass
 class Config:
     families: tuple[str, ...] = DEFAULT_FAMILIES
+    #: globs over test ids (the Python API's selection)
     filters: tuple[str, ...] = ()
-    jobs: int = 1
+    #: seconds: the time limit of a test without its own (pytest-timeout)
     timeout: float = 60.0
+    #: after this many tests timed out the rest fail as not run
     max_timeouts: int = 10
     expectations: str | None = None
-    progress: bool = False
     options: Options = field(default_factory=Options)
-    #: also fail on families skipped as a whole and on unexpected passes (xpass)
+    #: listed tests that pass fail (strict xfail), and so does a family skipped whole
     strict: bool = False
 
     def __post_init__(self) -> None:
@@ -113,28 +114,37 @@ def run_suite(
     config: Config,
     *,
     tests: Sequence[TestCase] | None = None,
-    on_result: Callable[[Result], None] | None = None,
+    pytest_args: Sequence[str] = (),
 ) -> Report:
-    """Run the suite against a connected client Device (``nnhal.client.Device``)."""
-    expectations = load_expectations(config.expectations) if config.expectations else Expectations()
-    cases = list(tests) if tests is not None else collect(config)
-    target = Target(device, address, config.options)
+    """Run the suite against a connected client Device (``nnhal.client.Device``) as a pytest
+    session in this process; ``tests`` replaces the collected ones, ``pytest_args`` are added
+    to the session's (e.g. ``["-x"]``). Exceptions of the session's own setup propagate."""
+    import pytest
+    from nnhal.cts.pytest_items import CTS_DIR, Given
+
+    if tests is None:
+        tests = collect(config)
+    if not tests:
+        raise ValueError("no tests to run (check the families and filters)")
+    given = Given(config, device, address, list(tests))
+    args = [
+        str(CTS_DIR),
+        "-p", "nnhal.cts.pytest_plugin",
+        # the session is the suite's alone: no ini file, conftest or cache of the caller's
+        "-c", os.devnull, "--rootdir", os.getcwd(), "--noconftest", "-p", "no:cacheprovider",
+        "-p", "no:xdist", "-q", "-s",
+        "--timeout", f"{config.timeout:g}",
+        "--cts-max-timeouts", str(config.max_timeouts),
+        *pytest_args,
+    ]  # fmt: skip
     started = time.monotonic()
-    info = target.describe()
-    runner = Runner(
-        target,
-        jobs=config.jobs,
-        timeout=config.timeout,
-        expectations=expectations,
-        progress=config.progress,
-        max_timeouts=config.max_timeouts,
-        on_result=on_result,
-    )
-    results = runner.run(cases)
+    code = pytest.main(args, plugins=[given])
     duration = time.monotonic() - started
-    info["duration"] = round(duration, 3)
-    info["unusedExpectations"] = [e.pattern for e in expectations.unused()]
+    recorder, state = given.recorder, given.state
+    if recorder is None or code in (pytest.ExitCode.INTERNAL_ERROR, pytest.ExitCode.USAGE_ERROR):
+        raise RuntimeError(f"the conformance session could not run (pytest exit status {code})")
     families = tuple(f for f in FAMILIES if f in config.families)
-    report = Report(results, families, duration, info, runner.down, config.strict)
+    info = {**recorder.info, "duration": round(duration, 3)}
+    report = Report(recorder.ordered(), families, duration, info, state.down, config.strict)
     info["skippedFamilies"] = report.skipped_families()
     return report

@@ -9,7 +9,7 @@
 - capability probes, each asked once and remembered: bursts, executeFenced,
   compilation caching (``getNumberOfCacheFilesNeeded``), memory domains
   (``allocate`` on a valid role), vendor extensions;
-- ``alive()``: a ``getStatus`` with a short deadline, used by the runner to
+- ``alive()``: a ``getStatus`` with a short deadline, used after a timeout to
   tell a hung or crashed target from a slow test;
 - ``is_local``: the address is a loopback one, so shared memory, cache file
   paths and steady-clock deadlines mean the same on both sides.

@@ -11,10 +11,9 @@ Subcommands::
     nnhal vectors   PATH... [--filter GLOB] [--json-report FILE] [--dump-outputs DIR]
                     [--target ADDR] [--profile ...]
     nnhal ops       [--json]
-    nnhal cts       [--target ADDR] [--families F,...] [--filter GLOB] [-j N] [--timeout S]
-                    [--expectations FILE] [--vectors PATH] [--junit-xml FILE]
-                    [--json-report FILE] [--coverage [FILE]] [--oracle ADDR] [--strict]
-                    [--require-deadlines] [--no-corpus] [--profile ...]
+    nnhal cts       [--target ADDR] [--families F,...] [-k EXPR] [-x] [--lf] [-n N]
+                    [--timeout S] [--expectations FILE] [--junit-xml FILE] [--json-report FILE]
+                    [--coverage [FILE]] [--oracle ADDR] [--strict] [--no-corpus] [-- PYTEST-ARGS]
     nnhal bench control-flow [--n N ...] [--repeat R] [--json FILE]
     nnhal stress    [ADDR] [--clients N] [--executions M] [--duration S] [--seed S] [--json]
     nnhal resources ADDR
@@ -485,37 +484,6 @@ def cmd_vectors(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------
-# cts
-# --------------------------------------------------------------------------
-
-
-def _oracle(args: argparse.Namespace) -> AbstractContextManager[Any]:
-    """The fuzz family's second endpoint: ``--oracle ADDR``, else the in-process reference."""
-    from nnhal.tools.local import local_device
-
-    from nnhal.vector_runner import connect_device
-
-    if args.oracle:
-        return connect_device(_check_address(args.oracle), timeout=args.connect_timeout)
-    return local_device(None)
-
-
-def cmd_cts(args: argparse.Namespace) -> int:
-    from nnhal.cts.cli import run_cts  # lazily: nnhal never imports cts at import time
-
-    # the files named must exist (a file error, exit 1); the suite's own option errors
-    # below are usage errors
-    if args.expectations:
-        readable_file(args.expectations, "--expectations")
-    for path in [*(args.vectors or []), *(args.specs or [])]:
-        readable_file(path, folder_ok=True)
-    try:
-        return run_cts(args, lambda: _device(args), lambda: _oracle(args))
-    except ValueError as e:  # bad options, expectations file, ...
-        raise CliError(str(e), EXIT_USAGE) from None
-
-
-# --------------------------------------------------------------------------
 # bench
 # --------------------------------------------------------------------------
 
@@ -687,96 +655,7 @@ def build_parser() -> argparse.ArgumentParser:
     _runtime().add_runtime_args(p)
     p.set_defaults(func=cmd_vectors)
 
-    p = sub.add_parser("cts", help="run the conformance suite against a driver")
-    p.add_argument(
-        "--families",
-        action="append",
-        metavar="F,F,...",
-        help="families to run (default: all; see --list)",
-    )
-    p.add_argument(
-        "--filter",
-        action="append",
-        metavar="GLOB",
-        help="only tests whose id matches (repeatable), e.g. 'generated/add*'",
-    )
-    p.add_argument("-j", "--jobs", type=int, default=1, help="tests run at a time (default 1)")
-    p.add_argument(
-        "--timeout",
-        type=float,
-        default=60.0,
-        metavar="SECONDS",
-        help="time limit of a test without its own (default 60)",
-    )
-    p.add_argument(
-        "--max-timeouts",
-        type=int,
-        default=10,
-        metavar="N",
-        help="after N timed-out tests the rest are not run (default 10)",
-    )
-    p.add_argument("--expectations", metavar="FILE", help="known failures of this target (xfail)")
-    p.add_argument(
-        "--vectors",
-        action="append",
-        metavar="PATH",
-        help="also run these vector files/folders (family 'vectors')",
-    )
-    p.add_argument(
-        "--specs",
-        action="append",
-        metavar="PATH",
-        help="extra spec files or folders for the spec library",
-    )
-    p.add_argument("--junit-xml", metavar="FILE", help="write a JUnit XML report")
-    p.add_argument("--json-report", metavar="FILE", help="write a JSON report")
-    p.add_argument(
-        "--coverage",
-        nargs="?",
-        const="-",
-        metavar="FILE",
-        help="print (or write to FILE) operations x operand types x families",
-    )
-    p.add_argument(
-        "--fuzz-count",
-        type=int,
-        default=40,
-        metavar="N",
-        help="random models in the fuzz family (default 40)",
-    )
-    p.add_argument("--seed", type=int, default=0, help="seed of the fuzz family (default 0)")
-    p.add_argument(
-        "--fuzz-dir",
-        default="cts-failures",
-        metavar="DIR",
-        help="where failing fuzzed models are saved (default ./cts-failures)",
-    )
-    p.add_argument(
-        "--oracle",
-        metavar="ADDR",
-        help="endpoint giving the fuzz family's expected outputs (default: the in-process "
-        "reference driver, default profile)",
-    )
-    p.add_argument(
-        "--no-corpus",
-        action="store_true",
-        help="leave out the shipped NNAPI corpus (spec library only: a quicker, smaller run)",
-    )
-    p.add_argument(
-        "--strict",
-        action="store_true",
-        help="also fail on families skipped whole and on unexpected passes (xpass)",
-    )
-    p.add_argument(
-        "--require-deadlines",
-        action="store_true",
-        help="fail a target that ignores execution and preparation deadlines",
-    )
-    p.add_argument("--list", action="store_true", help="list the test ids and exit")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("-v", "--verbose", action="store_true", help="also print skipped tests")
-    _add_device_args(p)
-    p.set_defaults(func=cmd_cts)
+    import_module("nnhal.tools.cli_cts").add_parsers(sub)  # cts: the suite as a pytest session
 
     p = sub.add_parser("ops", help="the HAL 1.3 operations: operand types, versions, status")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")

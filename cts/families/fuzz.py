@@ -31,7 +31,7 @@ FAMILY = "fuzz"
 
 NO_ORACLE = (
     "no oracle endpoint: the fuzz family needs a second device for its expected outputs "
-    "(Options.oracle; `nnhal cts` uses the in-process reference or --oracle ADDR)"
+    "(pytest: --cts-oracle ADDR; `nnhal cts` uses the in-process reference or --oracle ADDR)"
 )
 
 

@@ -1,4 +1,5 @@
-"""The conformance suite's own pieces: DSL and variations, runner, expectations, reports, CLI."""
+"""The conformance suite's own pieces: DSL and variations, the pytest session (outcomes, time
+limits, a dead target, expectations), reports, the command."""
 
 from __future__ import annotations
 
@@ -6,15 +7,14 @@ import json
 import subprocess
 import sys
 import threading
+import time
 import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
 from nnhal.cts.core import Outcome, Problems, Result, TestCase, check, fail, skip
 from nnhal.cts.dsl import F32, FLOAT_AND_QUANT8, SpecError, spec
-from nnhal.cts.expectations import load_expectations
-from nnhal.cts.report import coverage_table, junit_xml, summary_line
-from nnhal.cts.runner import Runner
+from nnhal.cts.report import coverage_table, json_report, summary_line
 from nnhal.cts.variations import expand, quantize
 
 from nnhal.types import OperandType, OperationType
@@ -82,19 +82,38 @@ def test_library_loads_every_spec_and_expands(tmp_path):
     assert len(lib.models) > 600
 
 
-class _FakeTarget:
-    def __init__(self, alive: bool = True) -> None:
-        self._alive = alive
+@pytest.fixture
+def own_server():
+    """A default driver behind its own server (a test may stop it); yields (server, client)."""
+    from nnhal.driver.device import Device
+    from nnhal.driver.server import create_server
 
-    def alive(self, timeout: float) -> bool:
-        return self._alive
+    from nnhal.client import connect
+
+    server, address = create_server(Device(), "127.0.0.1:0")
+    client = connect(address)
+    try:
+        yield server, client
+    finally:
+        client.close()
+        server.stop(None)
 
 
 def _case(test_id: str, fn, **kw) -> TestCase:
     return TestCase(test_id, test_id.split("/")[0], fn, **kw)
 
 
-def test_runner_outcomes_timeouts_and_a_dead_target():
+def _run(client, tests, **config):
+    from nnhal.cts.suite import Config, run_suite
+
+    return run_suite(client, client.address, Config(families=("basic",), **config), tests=tests)
+
+
+@pytest.mark.timeout(120)
+def test_session_outcomes_timeouts_and_a_dead_target(own_server):
+    """Each way a test ends, as a pytest session: a hang is pytest-timeout's; the target then
+    found dead, the rest fail at once as not run (no time limit waited out each)."""
+    server, client = own_server
     release = threading.Event()
 
     def problems(t):
@@ -103,54 +122,95 @@ def test_runner_outcomes_timeouts_and_a_dead_target():
         p.run("two", lambda: None)
         p.raise_if_any()
 
+    def hang_with_the_target_gone(t):
+        server.stop(None)
+        release.wait()
+
     tests = [
-        _case("f/pass", lambda t: "note"),
-        _case("f/fail", lambda t: fail("broken")),
-        _case("f/skip", lambda t: skip("cannot")),
-        _case("f/problems", problems),
-        _case("f/error", lambda t: 1 / 0),
-        _case("f/hang", lambda t: release.wait(), timeout=0.3),
-        _case("f/after", lambda t: None),
+        _case("basic/pass", lambda t: "note"),
+        _case("basic/fail", lambda t: fail("broken")),
+        _case("basic/skip", lambda t: skip("cannot")),
+        _case("basic/problems", problems),
+        _case("basic/error", lambda t: 1 / 0),
+        _case("basic/hang", hang_with_the_target_gone, timeout=1.0),
+        *[_case(f"basic/after/{i}", lambda t: None, timeout=600.0) for i in range(3)],
     ]
+    started = time.monotonic()
     try:
-        results = Runner(_FakeTarget(alive=False), progress=False, probe_timeout=0.1).run(tests)
+        report = _run(client, tests)
     finally:
         release.set()
-    got = {r.id: r.outcome for r in results}
+    got = {r.id: r.outcome for r in report.results}
     assert got == {
-        "f/pass": Outcome.PASSED, "f/fail": Outcome.FAILED, "f/skip": Outcome.SKIPPED,
-        "f/problems": Outcome.FAILED, "f/error": Outcome.ERROR, "f/hang": Outcome.TIMEOUT,
-        "f/after": Outcome.ERROR,
+        "basic/pass": Outcome.PASSED, "basic/fail": Outcome.FAILED, "basic/skip": Outcome.SKIPPED,
+        "basic/problems": Outcome.FAILED, "basic/error": Outcome.ERROR,
+        "basic/hang": Outcome.TIMEOUT, "basic/after/0": Outcome.ERROR,
+        "basic/after/1": Outcome.ERROR, "basic/after/2": Outcome.ERROR,
     }  # fmt: skip
-    by_id = {r.id: r for r in results}
-    assert by_id["f/problems"].message.startswith("1 of 2 cases failed: one: first broken")
-    assert "ZeroDivisionError" in by_id["f/error"].message
-    assert "not run" in by_id["f/after"].message and "f/hang" in by_id["f/after"].message
+    by_id = report.by_id()
+    assert by_id["basic/problems"].message.startswith("1 of 2 cases failed: one: first broken")
+    assert by_id["basic/skip"].message == "cannot"
+    assert "ZeroDivisionError" in by_id["basic/error"].message
+    assert "no result within the time limit" in by_id["basic/hang"].message
+    assert "stopped answering" in report.not_run_reason and "basic/hang" in report.not_run_reason
+    assert all(by_id[f"basic/after/{i}"].message.startswith("not run: ") for i in range(3))
+    assert time.monotonic() - started < 60  # the after/* tests did not wait out 600 s each
+    assert not report.ok
 
 
-def test_runner_goes_on_after_a_timeout_when_the_target_answers():
+@pytest.mark.timeout(120)
+def test_a_session_goes_on_after_a_timeout_when_the_target_answers(own_server):
+    _, client = own_server
     release = threading.Event()
     tests = [
-        _case("f/hang", lambda t: release.wait(), timeout=0.2),
-        _case("f/next", lambda t: None),
+        _case("basic/hang", lambda t: release.wait(), timeout=0.5),
+        _case("basic/next", lambda t: None),
     ]
     try:
-        results = Runner(_FakeTarget(alive=True), progress=False, jobs=2).run(tests)
+        report = _run(client, tests)
     finally:
         release.set()
-    assert [r.outcome for r in results] == [Outcome.TIMEOUT, Outcome.PASSED]
+    assert [r.outcome for r in report.results] == [Outcome.TIMEOUT, Outcome.PASSED]
+    assert report.not_run_reason is None
 
 
-def test_expectations_turn_failures_into_xfail_and_report_xpass(tmp_path):
+@pytest.mark.timeout(120)
+def test_max_timeouts_ends_the_session_early(own_server):
+    _, client = own_server
+    release = threading.Event()
+    tests = [_case(f"basic/hang/{i}", lambda t: release.wait(), timeout=0.3) for i in range(4)]
+    try:
+        report = _run(client, tests, max_timeouts=2)
+    finally:
+        release.set()
+    assert [r.outcome for r in report.results] == [Outcome.TIMEOUT] * 2 + [Outcome.ERROR] * 2
+    assert "2 tests timed out" in report.not_run_reason
+
+
+@pytest.mark.timeout(120)
+def test_expectations_become_xfail_markers(own_server, tmp_path):
+    _, client = own_server
     path = tmp_path / "expected.txt"
-    path.write_text("# comment\ngenerated/add/*   known bug 1\nqos/x   stale entry\n")
-    exp = load_expectations(path)
-    failed = exp.apply(Result("generated/add/base", "generated", Outcome.FAILED, "bad"))
-    passed = exp.apply(Result("qos/x", "qos", Outcome.PASSED))
-    skipped = exp.apply(Result("generated/add/f16", "generated", Outcome.SKIPPED, "no"))
-    assert failed.outcome == Outcome.XFAIL and "known bug 1" in failed.message
-    assert passed.outcome == Outcome.XPASS and skipped.outcome == Outcome.SKIPPED
-    assert not Outcome.XFAIL.is_problem and not Outcome.XPASS.is_problem
+    path.write_text("# comment\nbasic/broken/*   known bug 1\nbasic/fixed   stale entry\n"
+                    "basic/never-run  matches nothing\n")  # fmt: skip
+    tests = [
+        _case("basic/broken/1", lambda t: fail("bad")),
+        _case("basic/broken/2", lambda t: skip("no")),
+        _case("basic/fixed", lambda t: None),
+        _case("basic/other", lambda t: None),
+    ]
+    lenient = _run(client, tests, expectations=str(path))
+    got = {r.id: r.outcome for r in lenient.results}
+    assert got == {"basic/broken/1": Outcome.XFAIL, "basic/broken/2": Outcome.SKIPPED,
+                   "basic/fixed": Outcome.XPASS, "basic/other": Outcome.PASSED}  # fmt: skip
+    broken = lenient.by_id()["basic/broken/1"].message
+    assert "known bug 1" in broken and f"{path}:2" in broken and broken.endswith("bad")
+    assert "stale entry" in lenient.by_id()["basic/fixed"].message
+    assert lenient.info["unusedExpectations"] == ["basic/never-run"]
+    assert lenient.ok and not Outcome.XFAIL.is_problem and not Outcome.XPASS.is_problem
+    # strict: the listed test that passes fails the session (pytest's strict xfail)
+    strict = _run(client, tests, expectations=str(path), strict=True)
+    assert strict.by_id()["basic/fixed"].outcome == Outcome.XPASS and not strict.ok
 
 
 def test_reports():
@@ -161,11 +221,12 @@ def test_reports():
         Result("qos/d", "qos", Outcome.TIMEOUT, "hung"),
     ]  # fmt: skip
     assert summary_line(results) == "1 passed, 1 failed, 1 skipped, 1 timed out"
-    root = ET.fromstring(junit_xml(results, ["generated", "qos"]))
-    assert root.get("tests") == "4" and root.get("failures") == "2" and root.get("skipped") == "1"
-    assert root.find(".//testcase[@name='qos/c']/skipped").get("message") == "why"
     table = coverage_table(results, ["generated", "qos"])
     assert "ADD" in table and "1/2" in table
+    doc = json_report(results, ["generated", "qos"], {"target": "x"})
+    assert doc["families"] == {"generated": {"passed": 1, "failed": 1},
+                               "qos": {"skipped": 1, "timeout": 1}}  # fmt: skip
+    assert doc["coverage"]["ADD"]["TENSOR_FLOAT32"]["generated"] == {"tests": 2, "passed": 1}
 
 
 def test_nnhal_cli_does_not_import_cts_at_import_time():
@@ -173,26 +234,36 @@ def test_nnhal_cli_does_not_import_cts_at_import_time():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-@pytest.mark.timeout(120)
-def test_nnhal_cts_command(tmp_path, capsys):
+@pytest.mark.timeout(180)
+def test_nnhal_cts_command(tmp_path, capsys, monkeypatch):
     from nnhal.tools.cli import main
 
-    assert main(["cts", "--list", "--families", "basic,fuzz", "--fuzz-count", "2"]) == 0
+    monkeypatch.chdir(tmp_path)  # the session's cache (--lf) goes to the current folder
+    code = main(["cts", "--families", "basic,fuzz", "--fuzz-count", "2", "--",
+                 "--collect-only", "-q"])  # fmt: skip
     listed = capsys.readouterr().out.split()
-    assert listed[:2] == ["basic/getStatus", "basic/getCapabilities_1_3"]
-    assert listed[-2:] == ["fuzz/single/0", "fuzz/small/0"]
+    assert code == 0
+    assert listed[:2] == ["nnhal.cts::basic/getStatus", "nnhal.cts::basic/getCapabilities_1_3"]
+    assert "nnhal.cts::fuzz/single/0" in listed and "nnhal.cts::fuzz/small/0" in listed
     junit, report, cover = tmp_path / "r.xml", tmp_path / "r.json", tmp_path / "cov.txt"
-    code = main(["cts", "--families", "basic,generated", "--filter", "basic/get*", "--no-corpus",
-                 "--filter", "generated/select*", "--no-progress", "--junit-xml", str(junit),
-                 "--json-report", str(report), "--coverage", str(cover)])  # fmt: skip
+    code = main(["cts", "--families", "basic,generated", "-k", "basic/get or generated/select",
+                 "--no-corpus", "--junit-xml", str(junit), "--json-report", str(report),
+                 "--coverage", str(cover)])  # fmt: skip
     out = capsys.readouterr().out
     assert code == 0, out
-    assert out.strip().splitlines()[-1].startswith("25 passed, 0 failed, 0 skipped in ")
+    assert "25 passed, " in out.strip().splitlines()[-1]
+    assert "family " in out and "\nbasic            6" in out
     doc = json.loads(report.read_text())
     assert doc["counts"] == {"passed": 25} and doc["coverage"]["SELECT"]["TENSOR_BOOL8"]
-    assert ET.parse(junit).getroot().get("tests") == "25"
+    assert doc["versionString"] and doc["skippedFamilies"] == {}
+    root = ET.parse(junit).getroot()
+    assert sum(int(s.get("tests")) for s in root.iter("testsuite")) == 25
+    assert root.find(".//testcase[@name='basic/getStatus']") is not None
     assert "SELECT" in cover.read_text()
     assert main(["cts", "--families", "nope"]) == 2
+    assert main(["cts", "stray"]) == 2  # pytest's arguments go after --
+    assert main(["cts", "--families", "basic", "-k", "no-such-test"]) == 2
+    assert "no tests to run" in capsys.readouterr().err
 
 
 def test_the_suite_never_imports_a_driver():
@@ -271,10 +342,60 @@ def m_coverage(m):
 def test_nnhal_cts_oracle_option_and_same_implementation_warning(capsys):
     from nnhal.tools.cli import main
 
-    code = main(["cts", "--families", "fuzz", "--fuzz-count", "4", "--no-progress",
-                 "--no-corpus"])  # fmt: skip
+    code = main(["cts", "--families", "fuzz", "--fuzz-count", "4", "--no-corpus"])
     captured = capsys.readouterr()
     assert code == 0, captured.out
     assert "the fuzz oracle reports the same version string and type as the target" in captured.err
-    assert captured.out.strip().splitlines()[-1].startswith("4 passed")
+    assert " 4 passed in " in captured.out.strip().splitlines()[-1]
     assert main(["cts", "--families", "fuzz", "--oracle", "not an address"]) == 2
+
+
+_WRONG_SPEC = '''
+from nnhal.cts.dsl import F32, spec
+
+
+@spec("t_wrong", variations=(), graph_variations=())
+def _(s):
+    a = s.input("a", F32, [2])
+    b = s.const("b", F32, [1, 1], [2])
+    out = s.output("out", F32, [2])
+    s.op("ADD", [a, b, s.int32(0)], [out])
+    s.example({a: [1, 2]}, {out: [2, 3]})
+    s.example({a: [1, 2]}, {out: [5, 5]})  # wrong: the target must fail it
+'''
+
+
+@pytest.mark.slow  # pytest processes with two xdist workers each
+@pytest.mark.timeout(300)
+def test_pytest_runs_the_suite_directly_with_xdist_and_last_failed(server_address, tmp_path):
+    """``pytest --pyargs nnhal.cts --cts-target ADDR`` with -n 2, -k, --junitxml, then --lf."""
+    (tmp_path / "wrong_specs.py").write_text(_WRONG_SPEC)
+    base = [sys.executable, "-m", "pytest", "--pyargs", "nnhal.cts", "--cts-target",
+            server_address, "--cts-no-corpus", "--cts-families", "basic,generated",
+            "--cts-specs", "wrong_specs.py", "-p", "no:randomly"]  # fmt: skip
+
+    def pytest_run(*args):
+        return subprocess.run([*base, *args], check=False, cwd=tmp_path, capture_output=True, text=True,
+                              timeout=280)  # fmt: skip
+
+    first = pytest_run("-n", "2", "-k", "t_wrong or basic/get or generated/add/base",
+                       "--junitxml", "r.xml", "--cts-json-report", "r.json")  # fmt: skip
+    assert first.returncode == 1, first.stdout[-3000:]
+    summary = first.stdout.strip().splitlines()[-1]
+    assert "1 failed, 9 passed" in summary, first.stdout[-3000:]
+    assert "FAILED nnhal.cts::generated/t_wrong/base/1 - " in first.stdout
+    assert "created: 2/2 workers" in first.stdout
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["counts"] == {"passed": 9, "failed": 1}
+    failed = next(r for r in doc["results"] if r["outcome"] == "failed")
+    assert failed["id"] == "generated/t_wrong/base/1" and "outside atol" in failed["message"]
+    root = ET.parse(tmp_path / "r.xml").getroot()
+    assert len(root.findall(".//testcase/failure")) == 1
+    again = pytest_run("--lf")
+    assert again.returncode == 1
+    assert "1 failed" in again.stdout.strip().splitlines()[-1], again.stdout[-3000:]
+    assert "run-last-failure: rerun previous 1 failure" in again.stdout
+    # no target: a usage error naming the option
+    none = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "nnhal.cts"], check=False,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert none.returncode == 4 and "--cts-target HOST:PORT" in none.stderr
