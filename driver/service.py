@@ -507,6 +507,18 @@ def _cancel_with_call(context: grpc.ServicerContext | None) -> Cancel:
     return cancel
 
 
+
+def _run_1_3(call: Call, request: ppb.ExecuteRequest_1_3) -> ppb.ExecuteReply:
+    """execute_1_3 and executeSynchronously_1_3: the same call with a deadline and loop timeout."""
+    return _run(
+        call,
+        request,
+        v1_0=False,
+        measure=_measure(request),
+        deadline_ns=cv.deadline_ns_from_pb(request.deadline),
+        loop_timeout_ns=cv.timeout_ns_from_pb(request.loopTimeoutDuration),
+    )
+
 def _run(
     call: Call,
     request: ppb.ExecuteRequest | ppb.ExecuteRequest_1_2 | ppb.ExecuteRequest_1_3,
@@ -559,27 +571,13 @@ class PreparedModelServicer(pgrpc.IPreparedModelServicer):
 
     @hal_method(ppb.ExecuteReply)
     def execute_1_3(self, call: Call, request: ppb.ExecuteRequest_1_3) -> ppb.ExecuteReply:
-        return _run(
-            call,
-            request,
-            v1_0=False,
-            measure=_measure(request),
-            deadline_ns=cv.deadline_ns_from_pb(request.deadline),
-            loop_timeout_ns=cv.timeout_ns_from_pb(request.loopTimeoutDuration),
-        )
+        return _run_1_3(call, request)
 
     @hal_method(ppb.ExecuteReply)
     def executeSynchronously_1_3(
         self, call: Call, request: ppb.ExecuteRequest_1_3
     ) -> ppb.ExecuteReply:
-        return _run(
-            call,
-            request,
-            v1_0=False,
-            measure=_measure(request),
-            deadline_ns=cv.deadline_ns_from_pb(request.deadline),
-            loop_timeout_ns=cv.timeout_ns_from_pb(request.loopTimeoutDuration),
-        )
+        return _run_1_3(call, request)
 
     @hal_method(ppb.ExecuteFencedReply)
     def executeFenced(
