@@ -489,7 +489,10 @@ def test_ci_vectors_against_nnhal_serve(vectors_dir, ci_selection, tmp_path, cap
     log_path = tmp_path / "serve.log"
     with open(log_path, "w") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "nnhal.tools.cli", "serve", "--address", "127.0.0.1:0"],
+            # -X faulthandler: a server that does not stop is aborted below, and
+            # then prints where each of its threads waits into the log
+            [sys.executable, "-X", "faulthandler", "-m", "nnhal.tools.cli", "serve",
+             "--address", "127.0.0.1:0", "--log-level", "info"],  # fmt: skip
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,
@@ -506,8 +509,12 @@ def test_ci_vectors_against_nnhal_serve(vectors_dir, ci_selection, tmp_path, cap
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
-            proc.communicate(timeout=30)
+            proc.communicate(timeout=90)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-    assert proc.returncode == 0, log_path.read_text()
+            proc.send_signal(signal.SIGABRT)
+            try:
+                proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+    assert proc.returncode == 0, log_path.read_text()[-20000:]
