@@ -24,6 +24,7 @@ import statistics
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -251,7 +252,7 @@ def cmd_tflite(args: argparse.Namespace) -> int:
 
     preference = PREFERENCES[args.preference]
     use_reference = not args.no_nnapi_cpu
-    model_bytes = open(args.model, "rb").read()  # noqa: SIM115 - read whole, already parsed
+    model_bytes = Path(args.model).read_bytes()
     with _open_devices(args) as devices:
         if not use_reference:
             if not devices:

@@ -99,6 +99,7 @@ class Session:
         (tmp / "examples").symlink_to(REPO_ROOT / "examples")
         self.env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
         self.servers: list[subprocess.Popen] = []
+        self.readers: list[threading.Thread] = []
         self.addresses: dict[str, str] = {}
 
     def serve(self, argv: list[str]) -> str:
@@ -119,7 +120,9 @@ class Session:
                 break
         assert ADDRESS.search(printed), f"{shlex.join(argv)} printed {printed!r}"
         # keep reading: a server whose log fills an unread pipe blocks the next commands
-        threading.Thread(target=proc.stdout.read, daemon=True).start()
+        reader = threading.Thread(target=proc.stdout.read, daemon=True)
+        reader.start()
+        self.readers.append(reader)
         return printed
 
     def substitute(self, command: str) -> str:
@@ -154,6 +157,10 @@ class Session:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        for reader in self.readers:  # the output ends with the process
+            reader.join(timeout=60)
+        for proc in self.servers:
+            proc.stdout.close()
 
 
 def test_no_command_outside_console_blocks():

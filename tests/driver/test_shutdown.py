@@ -94,7 +94,8 @@ class Server:
         self.address = line.split(" on ")[1].split()[0]
         self.lines: list[str] = []
         self._changed = threading.Condition()
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def _read(self) -> None:
         for line in self.proc.stderr:
@@ -124,6 +125,9 @@ class Server:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
+        self._reader.join(timeout=60)  # stderr ends with the process: the reader is done
+        self.proc.stdout.close()
+        self.proc.stderr.close()
 
 
 @pytest.fixture

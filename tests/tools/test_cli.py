@@ -50,7 +50,9 @@ def start_serve(*extra: str) -> tuple[subprocess.Popen, str]:
     if not line or not line[0]:
         proc.kill()
         proc.communicate(timeout=10)
-        raise AssertionError(f"nnhal serve printed no address; stderr:\n{_stderr(proc)}")
+        err = _stderr(proc)
+        proc.log.close()
+        raise AssertionError(f"nnhal serve printed no address; stderr:\n{err}")
     text = line[0].strip()
     assert text.startswith("nnhal: serving device "), text
     return proc, text.rsplit(" on ", 1)[1]
@@ -70,7 +72,9 @@ def stop_serve(proc: subprocess.Popen, sig: int = signal.SIGTERM) -> tuple[int, 
         proc.kill()
         proc.communicate()
         raise AssertionError("nnhal serve did not stop on the signal") from None
-    return proc.returncode, _stderr(proc)
+    err = _stderr(proc)
+    proc.log.close()
+    return proc.returncode, err
 
 
 def add_model():
