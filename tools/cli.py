@@ -702,6 +702,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("nnhal: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     prog = f"nnhal {args.command}"
+    # the program itself (not a call from Python): `serve` may end the process if its exit hangs
+    args.whole_process = argv is None
     try:
         return int(args.func(args))
     except KeyboardInterrupt:

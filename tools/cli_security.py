@@ -26,10 +26,16 @@ import os
 import signal
 import sys
 import threading
+import time
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
 DEFAULT_GRACE = 10.0
+# Beyond the grace period: how long gRPC's own stop, and then the process's exit, may
+# take before the process ends itself (with the stacks of what still runs on stderr).
+# A supervisor's SIGTERM must end the process even when a library thread never does.
+STOP_MARGIN = 15.0
 _PATHS = frozenset({"tls_ca", "tls_cert", "tls_key", "token_file"})
 
 
@@ -200,15 +206,30 @@ def serve(devices: Sequence[Any], address: str, args: argparse.Namespace, label:
             )
         while not stop.wait(0.5):
             pass
-        return _drain(server, args.grace, signals, lambda: close_devices(devices))
+        whole_process = getattr(args, "whole_process", False)
+        return _drain(
+            server, args.grace, signals, lambda: close_devices(devices), whole_process=whole_process
+        )
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
 
 
-def _drain(server: Any, grace: float, signals: list[int], close: Any) -> int:
+def _drain(
+    server: Any,
+    grace: float,
+    signals: list[int],
+    close: Any,
+    margin: float = STOP_MARGIN,
+    whole_process: bool = False,
+) -> int:
     """Refuse new calls, give those in flight ``grace`` seconds, then stop; ``close``
-    stops what the devices run beside the server (op-package worker processes)."""
+    stops what the devices run beside the server (op-package worker processes).
+
+    The process ends within ``grace + margin`` seconds of the stop and, when the server
+    is the ``whole_process`` (the ``nnhal serve`` program, not a call of its ``main``),
+    within ``margin`` more of returning, whatever else still runs: ``_force_exit`` says
+    what did not end."""
     first = len(signals)
     in_flight = server.in_flight
     done = server.stop(grace)  # from here new calls are refused; health says NOT_SERVING
@@ -218,11 +239,15 @@ def _drain(server: Any, grace: float, signals: list[int], close: Any) -> int:
         file=sys.stderr,
         flush=True,
     )
+    give_up = time.monotonic() + grace + margin
     while not done.wait(0.2):
         if len(signals) > first:  # a second signal: do not wait any longer
             print("nnhal: second signal: stopping now", file=sys.stderr, flush=True)
-            server.stop(0).wait()
+            if not server.stop(0).wait(margin):
+                _force_exit(close, f"gRPC's stop did not finish {margin:g} s after it")
             break
+        if time.monotonic() > give_up:
+            _force_exit(close, f"gRPC's stop did not finish {grace + margin:g} s after it")
     left = server.in_flight
     if left:
         # Their RPCs are cancelled; their threads would keep the process alive (the
@@ -237,4 +262,28 @@ def _drain(server: Any, grace: float, signals: list[int], close: Any) -> int:
         os._exit(0)
     close()
     print("nnhal: stopped", file=sys.stderr, flush=True)
+    if whole_process:
+        # the interpreter joins every non-daemon thread before it exits (a library's too)
+        threading.Thread(
+            target=_exit_watchdog, args=(margin,), name="nnhal-exit-watchdog", daemon=True
+        ).start()
     return 0
+
+
+def _exit_watchdog(margin: float) -> None:
+    time.sleep(margin)
+    _force_exit(None, f"the process did not exit {margin:g} s after the server stopped")
+
+
+def _force_exit(close: Any, why: str) -> None:
+    """End the process now: the stop was asked for, and something in it does not end."""
+    print(f"nnhal: {why}; ending the process; its threads:", file=sys.stderr, flush=True)
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    for ident, frame in sys._current_frames().items():
+        stack = "".join(traceback.format_stack(frame))
+        print(f"thread {names.get(ident, ident)}:\n{stack}", file=sys.stderr)
+    if close is not None:
+        close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
