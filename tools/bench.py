@@ -107,10 +107,11 @@ def numpy_loop(n: int) -> tuple[np.ndarray, np.ndarray]:
     return state, i
 
 
-def _prepared_runner(prepared: Any, n: int) -> Callable[[], list[np.ndarray]]:
-    """``PreparedModel.execute`` with an inline request: pool 0 inputs, pool 1 outputs."""
+def fibonacci_request(n: int) -> Request:
+    """The Fibonacci WHILE's request for ``n`` iterations, inline: pool 0 holds the
+    inputs (state, n), pool 1 the 12 bytes of outputs."""
     inputs = STATE0.tobytes() + np.array([n], np.int32).tobytes()
-    request = Request(
+    return Request(
         inputs=(
             RequestArgument(location=DataLocation(0, 0, 8)),
             RequestArgument(location=DataLocation(0, 8, 4)),
@@ -121,6 +122,12 @@ def _prepared_runner(prepared: Any, n: int) -> Callable[[], list[np.ndarray]]:
         ),
         pools=(InlineMemory(inputs), InlineMemory(bytes(12))),
     )
+
+
+def _prepared_runner(prepared: Any, n: int) -> Callable[[], list[np.ndarray]]:
+    """``PreparedModel.execute`` with an inline request: pool 0 inputs, pool 1 outputs."""
+    inputs = STATE0.tobytes() + np.array([n], np.int32).tobytes()
+    request = fibonacci_request(n)
     in_view = memoryview(bytearray(inputs))
     out_buf = bytearray(12)
     views = [in_view, memoryview(out_buf)]

@@ -224,7 +224,6 @@ def transport_targets(rounds: int = 20, *, client: Any = None, model: Any = None
     from nnhal import convert as cv
     from nnhal._proto.v1_3 import prepared_model_pb2 as ppb
     from nnhal.client import connect
-    from nnhal.types import DataLocation, InlineMemory, Request, RequestArgument
 
     out: dict[str, Any] = {}
     model = model if model is not None else fib.fibonacci_while_model()
@@ -237,18 +236,7 @@ def transport_targets(rounds: int = 20, *, client: Any = None, model: Any = None
     try:
         remote = client.prepareModel_1_3(model)
         burst = remote.burst()
-        zero = [fib.STATE0, np.array([0], np.int32)]
-        request = Request(
-            inputs=(
-                RequestArgument(location=DataLocation(0, 0, 8)),
-                RequestArgument(location=DataLocation(0, 8, 4)),
-            ),
-            outputs=(
-                RequestArgument(location=DataLocation(1, 0, 8)),
-                RequestArgument(location=DataLocation(1, 8, 4)),
-            ),
-            pools=(InlineMemory(zero[0].tobytes() + zero[1].tobytes()), InlineMemory(bytes(12))),
-        )
+        request = fib.fibonacci_request(0)
         payload = ppb.ExecuteRequest_1_3(
             preparedModel=remote.id, request=cv.request_to_pb(request)
         ).SerializeToString()
