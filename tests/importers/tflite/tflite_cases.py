@@ -23,6 +23,7 @@ MODELS = {
     "sparse_cnn": True,
     "sparse_block_fc": True,
     "cnn_large_float16": True,
+    "cnn_uint8_deep": True,
 }
 
 
