@@ -3,8 +3,8 @@
     pip install tensorflow-cpu tf-keras ai-edge-litert   # development time only
     python examples/tflite/make_models.py [NAME ...]
 
-``cnn_uint8_deep`` and the ``*_tensors.npz`` files need only LiteRT
-(``python examples/tflite/make_models.py cnn_uint8_deep tensors``).
+``cnn_uint8_deep``, ``if_else`` and the ``*_tensors.npz`` files need only LiteRT
+(``python examples/tflite/make_models.py cnn_uint8_deep tensors if_else``).
 
 Each model ``NAME.tflite`` gets ``NAME.npz`` beside it: the inputs (``input_K``)
 and the outputs TFLite's own interpreter computed for them (``output_K``), so the
@@ -520,6 +520,97 @@ def cnn_uint8_deep() -> None:
     print(f"cnn_uint8_deep: {len(content)} bytes, output {out.ravel().tolist()} (LiteRT)")
 
 
+def if_else() -> None:
+    """An IF (cond ? x + c : x * x), the branches subgraphs 1 and 2: written with LiteRT's
+    schema object API (no TensorFlow; converters lower tf.cond to IF only in larger graphs),
+    the reference from LiteRT, for each value of the condition (``else_output_0`` for false)."""
+    from ai_edge_litert import schema_py_generated as schema
+    from ai_edge_litert.interpreter import Interpreter
+
+    S = schema
+    c = np.array([[0.5, -1.0, 0.25, 2.0]], np.float32)
+
+    def tensor(name, shape, type_=S.TensorType.FLOAT32, buffer=0):
+        t = S.TensorT()
+        t.name, t.shape, t.type, t.buffer = name, list(shape), type_, buffer
+        return t
+
+    def operator(code, inputs, outputs, options_type=0, options=None):
+        op = S.OperatorT()
+        op.opcodeIndex, op.inputs, op.outputs = code, list(inputs), list(outputs)
+        op.builtinOptionsType, op.builtinOptions = options_type, options
+        return op
+
+    def subgraph(name, tensors, inputs, outputs, operators):
+        sg = S.SubGraphT()
+        sg.name, sg.tensors, sg.inputs, sg.outputs, sg.operators = (
+            name,
+            tensors,
+            inputs,
+            outputs,
+            operators,
+        )
+        return sg
+
+    codes = []
+    for builtin in (S.BuiltinOperator.IF, S.BuiltinOperator.ADD, S.BuiltinOperator.MUL):
+        code = S.OperatorCodeT()
+        code.builtinCode = code.deprecatedBuiltinCode = builtin
+        code.version = 1
+        codes.append(code)
+    if_options = S.IfOptionsT()
+    if_options.thenSubgraphIndex, if_options.elseSubgraphIndex = 1, 2
+    add_options, mul_options = S.AddOptionsT(), S.MulOptionsT()
+    main = subgraph(
+        "main",
+        [tensor("cond", [1], S.TensorType.BOOL), tensor("x", [1, 4]), tensor("y", [1, 4])],
+        [0, 1],
+        [2],
+        [operator(0, [0, 1], [2], S.BuiltinOptions.IfOptions, if_options)],
+    )
+    then = subgraph(
+        "then",
+        [tensor("then_x", [1, 4]), tensor("c", [1, 4], buffer=1), tensor("then_y", [1, 4])],
+        [0],
+        [2],
+        [operator(1, [0, 1], [2], S.BuiltinOptions.AddOptions, add_options)],
+    )
+    else_ = subgraph(
+        "else",
+        [tensor("else_x", [1, 4]), tensor("else_y", [1, 4])],
+        [0],
+        [1],
+        [operator(2, [0, 0], [1], S.BuiltinOptions.MulOptions, mul_options)],
+    )
+    empty, const = S.BufferT(), S.BufferT()
+    const.data = np.frombuffer(c.tobytes(), np.uint8)
+    m = S.ModelT()
+    m.version, m.description = 3, "nnhal test: IF"
+    m.operatorCodes, m.subgraphs, m.buffers = codes, [main, then, else_], [empty, const]
+    b = flatbuffers.Builder(1024)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    content = bytes(b.Output())
+    x = np.random.default_rng(23).uniform(-1, 1, (1, 4)).astype(np.float32)
+    outs = []
+    for cond in (True, False):
+        interp = Interpreter(model_content=content, num_threads=1)
+        interp.allocate_tensors()
+        ins = interp.get_input_details()
+        interp.set_tensor(ins[0]["index"], np.array([cond]))
+        interp.set_tensor(ins[1]["index"], x)
+        interp.invoke()
+        outs.append(interp.get_tensor(interp.get_output_details()[0]["index"]).copy())
+    (HERE / "if_else.tflite").write_bytes(content)
+    np.savez(
+        HERE / "if_else.npz",
+        input_0=np.array([True]),
+        input_1=x,
+        output_0=outs[0],
+        else_output_0=outs[1],
+    )
+    print(f"if_else: {len(content)} bytes, outputs {[o.ravel().tolist() for o in outs]}")
+
+
 #: the quantized CNNs whose every operator output is stored (NAME_tensors.npz)
 PER_NODE = ["cnn_int8", "cnn_uint8_deep"]
 
@@ -573,5 +664,6 @@ if __name__ == "__main__":
         "cnn_large_float16",
         "cnn_uint8_deep",
         "tensors",
+        "if_else",
     ]:
         globals()[name]()

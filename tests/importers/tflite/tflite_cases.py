@@ -24,6 +24,7 @@ MODELS = {
     "sparse_block_fc": True,
     "cnn_large_float16": True,
     "cnn_uint8_deep": True,
+    "if_else": True,
 }
 
 
