@@ -1,7 +1,10 @@
 """Writes the TFLite test models and their reference outputs (run once, by hand).
 
     pip install tensorflow-cpu tf-keras ai-edge-litert   # development time only
-    python examples/tflite/make_models.py
+    python examples/tflite/make_models.py [NAME ...]
+
+``cnn_uint8_deep``, ``if_else`` and the ``*_tensors.npz`` files need only LiteRT
+(``python examples/tflite/make_models.py cnn_uint8_deep tensors if_else``).
 
 Each model ``NAME.tflite`` gets ``NAME.npz`` beside it: the inputs (``input_K``)
 and the outputs TFLite's own interpreter computed for them (``output_K``), so the
@@ -18,7 +21,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import flatbuffers
 import numpy as np
-import tensorflow as tf
+
+try:
+    import tensorflow as tf
+except ImportError:  # the models written with LiteRT's schema alone need no TensorFlow
+    tf = None
 
 HERE = Path(__file__).resolve().parent
 RNG = np.random.default_rng(17)
@@ -448,6 +455,198 @@ def sparse_block_fc() -> None:
     save("sparse_block_fc", bytes(b.Output()), [x])
 
 
+def cnn_uint8_deep() -> None:
+    """The 71-operator cnn_int8 made uint8 end to end as older converters wrote quantized
+    CNNs (MobileNet v1 quant): every int8 tensor shifted by 128; per-channel conv weights
+    requantized per tensor (uint8 convolutions in TFLite have per-tensor weights), their
+    biases with them. Written with LiteRT's schema object API, no TensorFlow; the reference
+    outputs are LiteRT's."""
+    from ai_edge_litert import schema_py_generated as schema
+    from ai_edge_litert.interpreter import Interpreter
+
+    m = schema.ModelT.InitFromPackedBuf((HERE / "cnn_int8.tflite").read_bytes(), 0)
+    sg = m.subgraphs[0]
+    conv_ops = (schema.BuiltinOperator.CONV_2D, schema.BuiltinOperator.DEPTHWISE_CONV_2D)
+    for c in m.operatorCodes:
+        c.version = 1  # the uint8 kernels are every builtin's first version
+    requantized = set()  # the filters already made uint8 per tensor
+    for op in sg.operators:
+        if m.operatorCodes[op.opcodeIndex].builtinCode not in conv_ops:
+            continue
+        f = sg.tensors[op.inputs[1]]
+        q = f.quantization
+        data = np.frombuffer(bytes(m.buffers[f.buffer].data), np.int8).reshape(f.shape)
+        axis = q.quantizedDimension
+        shape = [1] * data.ndim
+        shape[axis] = -1
+        w = data.astype(np.float32) * np.asarray(q.scale, np.float32).reshape(shape)
+        scale = float(np.abs(w).max()) / 127 or 1.0
+        m.buffers[f.buffer].data = (
+            (np.clip(np.round(w / scale), -127, 127) + 128).astype(np.uint8).ravel()
+        )
+        requantized.add(int(op.inputs[1]))
+        f.type = schema.TensorType.UINT8
+        q.scale, q.zeroPoint, q.quantizedDimension = [scale], [128], 0
+        b = sg.tensors[op.inputs[2]]
+        in_scale = float(sg.tensors[op.inputs[0]].quantization.scale[0])
+        bias = np.frombuffer(bytes(m.buffers[b.buffer].data), np.int32) * np.asarray(
+            b.quantization.scale, np.float64
+        )
+        m.buffers[b.buffer].data = np.frombuffer(
+            np.round(bias / (in_scale * scale)).astype(np.int32).tobytes(), np.uint8
+        )
+        b.quantization.scale, b.quantization.zeroPoint = [in_scale * scale], [0]
+        b.quantization.quantizedDimension = 0
+    for k, t in enumerate(sg.tensors):
+        if t.type != schema.TensorType.INT8 or k in requantized:
+            continue
+        assert len(t.quantization.scale) == 1, t.name
+        t.type = schema.TensorType.UINT8
+        t.quantization.zeroPoint = [int(t.quantization.zeroPoint[0]) + 128]
+        if t.buffer and m.buffers[t.buffer].data is not None and len(m.buffers[t.buffer].data):
+            raw = np.frombuffer(bytes(m.buffers[t.buffer].data), np.int8)
+            m.buffers[t.buffer].data = (raw.astype(np.int16) + 128).astype(np.uint8)
+    b = flatbuffers.Builder(1 << 16)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    content = bytes(b.Output())
+    xq = np.random.default_rng(19).integers(0, 256, (1, 16, 16, 3)).astype(np.uint8)
+    interp = Interpreter(model_content=content, num_threads=1)
+    interp.allocate_tensors()
+    interp.set_tensor(interp.get_input_details()[0]["index"], xq)
+    interp.invoke()
+    (out,) = [interp.get_tensor(d["index"]).copy() for d in interp.get_output_details()]
+    (HERE / "cnn_uint8_deep.tflite").write_bytes(content)
+    np.savez(HERE / "cnn_uint8_deep.npz", input_0=xq, output_0=out)
+    print(f"cnn_uint8_deep: {len(content)} bytes, output {out.ravel().tolist()} (LiteRT)")
+
+
+def if_else() -> None:
+    """An IF (cond ? x + c : x * x), the branches subgraphs 1 and 2: written with LiteRT's
+    schema object API (no TensorFlow; converters lower tf.cond to IF only in larger graphs),
+    the reference from LiteRT, for each value of the condition (``else_output_0`` for false)."""
+    from ai_edge_litert import schema_py_generated as schema
+    from ai_edge_litert.interpreter import Interpreter
+
+    S = schema
+    c = np.array([[0.5, -1.0, 0.25, 2.0]], np.float32)
+
+    def tensor(name, shape, type_=S.TensorType.FLOAT32, buffer=0):
+        t = S.TensorT()
+        t.name, t.shape, t.type, t.buffer = name, list(shape), type_, buffer
+        return t
+
+    def operator(code, inputs, outputs, options_type=0, options=None):
+        op = S.OperatorT()
+        op.opcodeIndex, op.inputs, op.outputs = code, list(inputs), list(outputs)
+        op.builtinOptionsType, op.builtinOptions = options_type, options
+        return op
+
+    def subgraph(name, tensors, inputs, outputs, operators):
+        sg = S.SubGraphT()
+        sg.name, sg.tensors, sg.inputs, sg.outputs, sg.operators = (
+            name,
+            tensors,
+            inputs,
+            outputs,
+            operators,
+        )
+        return sg
+
+    codes = []
+    for builtin in (S.BuiltinOperator.IF, S.BuiltinOperator.ADD, S.BuiltinOperator.MUL):
+        code = S.OperatorCodeT()
+        code.builtinCode = code.deprecatedBuiltinCode = builtin
+        code.version = 1
+        codes.append(code)
+    if_options = S.IfOptionsT()
+    if_options.thenSubgraphIndex, if_options.elseSubgraphIndex = 1, 2
+    add_options, mul_options = S.AddOptionsT(), S.MulOptionsT()
+    main = subgraph(
+        "main",
+        [tensor("cond", [1], S.TensorType.BOOL), tensor("x", [1, 4]), tensor("y", [1, 4])],
+        [0, 1],
+        [2],
+        [operator(0, [0, 1], [2], S.BuiltinOptions.IfOptions, if_options)],
+    )
+    then = subgraph(
+        "then",
+        [tensor("then_x", [1, 4]), tensor("c", [1, 4], buffer=1), tensor("then_y", [1, 4])],
+        [0],
+        [2],
+        [operator(1, [0, 1], [2], S.BuiltinOptions.AddOptions, add_options)],
+    )
+    else_ = subgraph(
+        "else",
+        [tensor("else_x", [1, 4]), tensor("else_y", [1, 4])],
+        [0],
+        [1],
+        [operator(2, [0, 0], [1], S.BuiltinOptions.MulOptions, mul_options)],
+    )
+    empty, const = S.BufferT(), S.BufferT()
+    const.data = np.frombuffer(c.tobytes(), np.uint8)
+    m = S.ModelT()
+    m.version, m.description = 3, "nnhal test: IF"
+    m.operatorCodes, m.subgraphs, m.buffers = codes, [main, then, else_], [empty, const]
+    b = flatbuffers.Builder(1024)
+    b.Finish(m.Pack(b), file_identifier=b"TFL3")
+    content = bytes(b.Output())
+    x = np.random.default_rng(23).uniform(-1, 1, (1, 4)).astype(np.float32)
+    outs = []
+    for cond in (True, False):
+        interp = Interpreter(model_content=content, num_threads=1)
+        interp.allocate_tensors()
+        ins = interp.get_input_details()
+        interp.set_tensor(ins[0]["index"], np.array([cond]))
+        interp.set_tensor(ins[1]["index"], x)
+        interp.invoke()
+        outs.append(interp.get_tensor(interp.get_output_details()[0]["index"]).copy())
+    (HERE / "if_else.tflite").write_bytes(content)
+    np.savez(
+        HERE / "if_else.npz",
+        input_0=np.array([True]),
+        input_1=x,
+        output_0=outs[0],
+        else_output_0=outs[1],
+    )
+    print(f"if_else: {len(content)} bytes, outputs {[o.ravel().tolist() for o in outs]}")
+
+
+#: the quantized CNNs whose every operator output is stored (NAME_tensors.npz)
+PER_NODE = ["cnn_int8", "cnn_uint8_deep"]
+
+
+def tensors() -> None:
+    """Every operator's output in LiteRT for the stored inputs (``tensor_K``: TFLite tensor K),
+    for the per-operator tests: an untrained deep quantized CNN's softmax is one value for
+    every class, and one-step rounding differences add up over its layers (LiteRT's own
+    XNNPACK and reference kernels differ by several steps at the logits), so the quantized
+    kernels are checked operator by operator. Each output is made a model output so that
+    XNNPACK writes it out; the arithmetic is unchanged."""
+    from ai_edge_litert import schema_py_generated as schema
+    from ai_edge_litert.interpreter import Interpreter
+
+    for name in PER_NODE:
+        m = schema.ModelT.InitFromPackedBuf((HERE / f"{name}.tflite").read_bytes(), 0)
+        sg = m.subgraphs[0]
+        outputs = list(dict.fromkeys(int(t) for op in sg.operators for t in op.outputs))
+        sg.outputs = outputs
+        m.signatureDefs = []  # the signature names the original outputs only
+        b = flatbuffers.Builder(1 << 16)
+        b.Finish(m.Pack(b), file_identifier=b"TFL3")
+        interp = Interpreter(model_content=bytes(b.Output()), num_threads=1)
+        interp.allocate_tensors()
+        ref = np.load(HERE / f"{name}.npz")
+        arrays = {}
+        for k, d in enumerate(interp.get_input_details()):
+            interp.set_tensor(d["index"], ref[f"input_{k}"])
+            arrays[f"tensor_{int(sg.inputs[k])}"] = ref[f"input_{k}"]
+        interp.invoke()
+        for t, d in zip(outputs, interp.get_output_details()):
+            arrays[f"tensor_{t}"] = interp.get_tensor(d["index"]).copy()
+        np.savez_compressed(HERE / f"{name}_tensors.npz", **arrays)
+        print(f"{name}_tensors: {len(arrays)} tensors")
+
+
 if __name__ == "__main__":
     import sys
 
@@ -463,5 +662,8 @@ if __name__ == "__main__":
         "sparse_cnn",
         "sparse_block_fc",
         "cnn_large_float16",
+        "cnn_uint8_deep",
+        "tensors",
+        "if_else",
     ]:
         globals()[name]()

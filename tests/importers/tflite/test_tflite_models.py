@@ -90,6 +90,20 @@ def test_while_becomes_nnapi_while():
     assert len(model.referenced) == 2  # condition and body
 
 
+def test_if_becomes_nnapi_if_and_runs_either_branch(compiled):
+    from nnhal.types import OperationType
+
+    result, model = compiled("if_else")
+    nnapi = result.partitions[0].model
+    assert [op.type for op in nnapi.main.operations] == [OperationType.IF]
+    assert len(nnapi.referenced) == 2  # then and else
+    (cond, x), (want,) = reference("if_else")
+    else_want = np.load(model_path("if_else").with_suffix(".npz"))["else_output_0"]
+    assert not np.allclose(want, else_want)  # the branches differ: the condition is obeyed
+    assert_matches(model.run([cond, x])[0], want, "if_else, condition true")
+    assert_matches(model.run([~cond, x])[0], else_want, "if_else, condition false")
+
+
 def test_unsupported_node_is_listed_with_reason_and_graph_partitioned():
     result = import_tflite(model_path("lstm_while"))
     assert not result.complete

@@ -23,6 +23,8 @@ MODELS = {
     "sparse_cnn": True,
     "sparse_block_fc": True,
     "cnn_large_float16": True,
+    "cnn_uint8_deep": True,
+    "if_else": True,
 }
 
 
