@@ -127,6 +127,57 @@ def test_definition_claims_a_type_the_kernel_silently_mishandles_exits_1(
     assert compared > len(bad) and agreed == compared - len(bad), row  # FLOAT_32 ones agree
 
 
+@pytest.mark.parametrize("answer", [True, False])
+def test_support_answer_unlike_the_definition_exits_1(
+    tmp_path: Path, capsys, monkeypatch, answer: bool
+) -> None:
+    """A device whose getSupportedOperations does not follow the definition (here one that
+    says yes, or no, to everything) is a disagreement per case it gets wrong: a case the
+    definition forbids said supported, or one it allows said unsupported (with the
+    device's reason)."""
+    from nnhal.driver.device import Device
+
+    config = _package(
+        tmp_path,
+        ["FLOAT_32"],
+        """\
+        from nnhal.driver.op_packages.runtime import implementation
+
+
+        @implementation()
+        def twice(x):
+            return x * 2
+        """,
+    )
+    reasons = {} if answer else {0: "this device says no"}
+    monkeypatch.setattr(
+        Device, "explainSupportedOperations", lambda self, model, **kw: ([answer], reasons)
+    )
+    code = main(["oppkg", "test", str(config), "--examples", "30", "--seed", "0"])
+    out = capsys.readouterr().out
+    assert code == 1
+    (head,) = [line for line in out.splitlines() if line.startswith("Twice on CPU: ")]
+    cases = int(head.split(": ")[1].split()[0])
+    allowed = int(head.split("(")[1].split(" allowed")[0])
+    assert 0 < allowed < cases, head  # the definition both allows and forbids some cases
+    bad = [line for line in out.splitlines() if "DISAGREEMENT" in line]
+    if answer:
+        assert len(bad) == cases - allowed, out
+        assert all(
+            "the definition forbids it (" in line
+            and "but getSupportedOperations says supported" in line
+            for line in bad
+        ), bad
+    else:
+        assert len(bad) == allowed, out
+        assert all(
+            "the definition allows it but getSupportedOperations says unsupported: "
+            "this device says no" in line
+            for line in bad
+        ), bad
+    assert all(line.startswith("    DISAGREEMENT: Twice on CPU, case ") for line in bad), bad
+
+
 WIDE_CONFIG = """\
 <OpDefCollection PackageName="Shift" Domain="org.test">
   <OpDefList>
@@ -177,9 +228,7 @@ def test_shipped_examples_pass(config: str, capsys) -> None:
     assert " supported " in out
 
 
-@pytest.mark.parametrize(
-    "config", ["snpe_json/scale_shift.json", "ascend_ini/square_add.ini"]
-)
+@pytest.mark.parametrize("config", ["snpe_json/scale_shift.json", "ascend_ini/square_add.ini"])
 def test_shipped_examples_agree_with_their_references(config: str, capsys) -> None:
     path = EXAMPLES / config
     ref = path.parent / "reference.py"
