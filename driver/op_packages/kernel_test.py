@@ -17,7 +17,7 @@ implementation's outputs are compared with the reference's (the ``--reference``
 module's function for the operation, else the operation's generic implementation,
 run the same way) within a tolerance by output type (the conformance tolerances:
 float32 1e-5 + 5 ulp, float16 / bfloat16 5 * 2^-10, quantized and INT_32 1, other
-integers exact).
+integers exact; integers are compared as integers, never through float64).
 
 Reported per operation and implementation: cases, supported, agreed, worst
 difference; and every disagreement (support answer vs definition, a supported case
@@ -347,10 +347,16 @@ def _run(device: Any, case: Case) -> tuple[list[np.ndarray] | None, str]:
         return None, f"{status}: {getattr(exc, 'message', None) or exc}"
 
 
-def _as_float(a: np.ndarray, dt: str) -> np.ndarray:
-    if dt == "BFLOAT_16":
-        return (a.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-    return a.astype(np.float64)
+def _as_numbers(a: np.ndarray, b: np.ndarray, dt: str) -> tuple[np.ndarray, np.ndarray]:
+    """Both outputs in one type their difference is exact in: integers as Python ints
+    (float64 cannot tell n from n + 1 beyond 2**53, and INT_64 / UINT_64 go far beyond),
+    floating point in float64."""
+    if dt == "BFLOAT_16":  # bit patterns in uint16
+        return tuple((v.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+                     for v in (a, b))  # type: ignore[return-value]  # fmt: skip
+    if a.dtype.kind in "iu" and b.dtype.kind in "iu":
+        return a.astype(object), b.astype(object)
+    return a.astype(np.float64), b.astype(np.float64)
 
 
 def compare(got: list[np.ndarray], want: list[np.ndarray], types: list[str], any_f16: bool
@@ -360,18 +366,25 @@ def compare(got: list[np.ndarray], want: list[np.ndarray], types: list[str], any
     for k, (a, b, dt) in enumerate(zip(got, want, types)):
         if a.shape != b.shape:
             return False, float("inf"), f"output {k} shape {list(a.shape)} != {list(b.shape)}"
-        x, y = _as_float(a, dt), _as_float(b, dt)
-        both_nan = np.isnan(x) & np.isnan(y)
-        diff = np.where(both_nan, 0.0, np.abs(x - y))
-        diff = np.where(np.isnan(diff), np.inf, diff)
+        x, y = _as_numbers(a, b, dt)
         atol, rtol = tolerance(dt, any_f16)
-        bad = diff > atol + rtol * np.abs(y)
+        if x.dtype == object:
+            # (numpy gives a 0-d object array's arithmetic back as a plain int)
+            diff = np.asarray(np.abs(x - y), dtype=object)
+            bad = np.asarray(diff > atol + rtol * np.abs(y), dtype=bool)
+            show = int
+        else:
+            both_nan = np.isnan(x) & np.isnan(y)
+            diff = np.where(both_nan, 0.0, np.abs(x - y))
+            diff = np.where(np.isnan(diff), np.inf, diff)
+            bad = diff > atol + rtol * np.abs(y)
+            show = float
         if diff.size:
             worst = max(worst, float(diff.max()))
         if bad.any():
             i = tuple(int(v) for v in np.argwhere(bad)[0])
             return False, worst, (
-                f"output {k} at {list(i)}: {float(x[i])!r} vs reference {float(y[i])!r} "
+                f"output {k} at {list(i)}: {show(x[i])!r} vs reference {show(y[i])!r} "
                 f"(tolerance atol {atol:g} + rtol {rtol:g})"
             )
     return True, worst, ""

@@ -657,6 +657,35 @@ def test_client_refuses_a_dtype_for_an_nnapi_output(wide_server) -> None:
     assert prepared.execute([x, x], output_dtypes=[None]).outputs[0].tolist() == [2.0, 2.0]
 
 
+def test_partly_supported_package_runs_extension_outputs_over_grpc(tmp_path: Path) -> None:
+    """On the CPU backend the package's HTP-only operation is unsupported, so the package
+    is not listed by getSupportedExtensions; its INT_64 output is still accepted for the
+    supported operation: prepared and run over gRPC, read with output_dtypes (the client
+    checks only the dtype itself then), and a too-small dtype is refused by the device."""
+    from nnhal.driver.service import create_server
+
+    from nnhal.client import connect
+    from nnhal.errors import OutputInsufficientSize
+
+    device = Device(op_packages=_two_op_package(tmp_path), package_backend="CPU")
+    server, address = create_server(device, "127.0.0.1:0")
+    client = connect(address)
+    try:
+        assert list(client.getSupportedExtensions()) == []
+        assert client.getSupportedOperations_1_3(_widen_model()) == [True]
+        prepared = client.prepareModel_1_3(_widen_model())
+        for memory in ("inline", "shared"):
+            out = prepared.execute([WIDE_X], output_dtypes=[np.int64], memory=memory).outputs[0]
+            assert out.dtype == np.int64
+            np.testing.assert_array_equal(out, WIDE_Y)
+        with pytest.raises(OutputInsufficientSize, match="needs 24 bytes for dimensions"):
+            prepared.execute([WIDE_X], output_dtypes=[np.int32])
+    finally:
+        client.close()
+        server.stop(None)
+        device.close()
+
+
 def test_vectors_run_extension_typed_outputs(tmp_path: Path) -> None:
     """A model file with an INT_64 output runs through `nnhal vectors` (the vector runner
     passes the expected value's dtype), and a result off by one fails it, also beyond

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -91,6 +92,131 @@ def test_definition_claims_a_type_the_kernel_mishandles_exits_1(tmp_path: Path, 
     assert any("supported, but running it failed" in line for line in bad)
 
 
+def test_definition_claims_a_type_the_kernel_silently_mishandles_exits_1(
+    tmp_path: Path, capsys
+) -> None:
+    """The kernel does not fail on INT_32, it computes the wrong thing (halves instead of
+    doubling): every disagreement names an INT_32 case and the implementation, with the
+    values as integers; the FLOAT_32 cases agree."""
+    config = _package(
+        tmp_path,
+        ["FLOAT_32", "INT_32"],
+        """\
+        from nnhal.driver.op_packages.runtime import implementation
+
+
+        @implementation()
+        def twice(x):
+            return x * 2 if x.dtype.kind == "f" else x // 2
+        """,
+    )
+    ref = tmp_path / "ref.py"
+    ref.write_text("def twice(x):\n    return x * 2\n")
+    code = main(["oppkg", "test", str(config), "--reference", str(ref), "--examples", "25",
+                 "--seed", "0"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 1
+    bad = [line for line in out.splitlines() if "DISAGREEMENT" in line]
+    assert bad
+    for line in bad:
+        assert "Twice on CPU, case " in line and "(x INT_32[" in line, line
+        assert "implementation twice differs from the reference: output 0 at [" in line, line
+        assert re.search(r": -?\d+ vs reference -?\d+ \(tolerance atol 1 \+ rtol 0\)", line), line
+    (row,) = [line.split() for line in out.splitlines() if line.startswith("    twice ")]
+    agreed, compared = map(int, row[5].split("/"))
+    assert compared > len(bad) and agreed == compared - len(bad), row  # FLOAT_32 ones agree
+
+
+@pytest.mark.parametrize("answer", [True, False])
+def test_support_answer_unlike_the_definition_exits_1(
+    tmp_path: Path, capsys, monkeypatch, answer: bool
+) -> None:
+    """A device whose getSupportedOperations does not follow the definition (here one that
+    says yes, or no, to everything) is a disagreement per case it gets wrong: a case the
+    definition forbids said supported, or one it allows said unsupported (with the
+    device's reason)."""
+    from nnhal.driver.device import Device
+
+    config = _package(
+        tmp_path,
+        ["FLOAT_32"],
+        """\
+        from nnhal.driver.op_packages.runtime import implementation
+
+
+        @implementation()
+        def twice(x):
+            return x * 2
+        """,
+    )
+    reasons = {} if answer else {0: "this device says no"}
+    monkeypatch.setattr(
+        Device, "explainSupportedOperations", lambda self, model, **kw: ([answer], reasons)
+    )
+    code = main(["oppkg", "test", str(config), "--examples", "30", "--seed", "0"])
+    out = capsys.readouterr().out
+    assert code == 1
+    (head,) = [line for line in out.splitlines() if line.startswith("Twice on CPU: ")]
+    cases = int(head.split(": ")[1].split()[0])
+    allowed = int(head.split("(")[1].split(" allowed")[0])
+    assert 0 < allowed < cases, head  # the definition both allows and forbids some cases
+    bad = [line for line in out.splitlines() if "DISAGREEMENT" in line]
+    if answer:
+        assert len(bad) == cases - allowed, out
+        assert all(
+            "the definition forbids it (" in line
+            and "but getSupportedOperations says supported" in line
+            for line in bad
+        ), bad
+    else:
+        assert len(bad) == allowed, out
+        assert all(
+            "the definition allows it but getSupportedOperations says unsupported: "
+            "this device says no" in line
+            for line in bad
+        ), bad
+    assert all(line.startswith("    DISAGREEMENT: Twice on CPU, case ") for line in bad), bad
+
+
+WIDE_CONFIG = """\
+<OpDefCollection PackageName="Shift" Domain="org.test">
+  <OpDefList>
+    <OpDef><Name>Shift</Name>
+      <Input><Name>x</Name><Datatype>QNN_DATATYPE_INT_32</Datatype>
+        <Shape><Rank>ND</Rank></Shape></Input>
+      <Output><Name>y</Name><Datatype>QNN_DATATYPE_INT_64</Datatype>
+        <Shape><Rank>ND</Rank></Shape></Output>
+    </OpDef>
+  </OpDefList>
+</OpDefCollection>
+"""
+
+
+def test_int64_output_compared_exactly_beyond_2_53(tmp_path: Path, capsys) -> None:
+    """An INT_64 (extension type) output off by one at 2**58 is a disagreement in every
+    case: float64 cannot tell those values apart, so they are compared as integers."""
+    config = tmp_path / "shift.xml"
+    config.write_text(WIDE_CONFIG)
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "shift.py").write_text(
+        "import numpy as np\nfrom nnhal.driver.op_packages.runtime import implementation\n\n\n"
+        "@implementation()\ndef shift(x):\n    return (x.astype(np.int64) << 58) + 1\n"
+    )
+    ref = tmp_path / "ref.py"
+    ref.write_text("import numpy as np\n\n\ndef shift(x):\n    return x.astype(np.int64) << 58\n")
+    code = main(["oppkg", "test", str(config), "--reference", str(ref), "--examples", "10",
+                 "--seed", "0"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 1
+    (row,) = [line.split() for line in out.splitlines() if line.startswith("    shift ")]
+    compared = int(row[5].split("/")[1])
+    assert compared > 0 and row[5] == f"0/{compared}", row
+    bad = [line for line in out.splitlines() if "DISAGREEMENT" in line]
+    assert len(bad) == compared
+    assert all("-> y INT_64): implementation shift differs" in line for line in bad), bad
+    assert all(re.search(r"(-?\d+) vs reference (-?\d+) \(tolerance atol 0 ", line) for line in bad)
+
+
 @pytest.mark.parametrize(
     "config",
     ["qnn_xml/soft_clip.xml", "snpe_json/scale_shift.json", "ascend_ini/square_add.ini"],
@@ -102,9 +228,7 @@ def test_shipped_examples_pass(config: str, capsys) -> None:
     assert " supported " in out
 
 
-@pytest.mark.parametrize(
-    "config", ["snpe_json/scale_shift.json", "ascend_ini/square_add.ini"]
-)
+@pytest.mark.parametrize("config", ["snpe_json/scale_shift.json", "ascend_ini/square_add.ini"])
 def test_shipped_examples_agree_with_their_references(config: str, capsys) -> None:
     path = EXAMPLES / config
     ref = path.parent / "reference.py"
