@@ -99,10 +99,11 @@ def test_bench_runtime_without_targets_measures_in_process_and_over_grpc(capsys)
 
     assert bench_main(["--rounds", "1", "--iters", "2", "--size", "4"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert "2 calls of each" in lines[0]
-    assert "simple plan on nnapi-reference" in lines[1] and "in-process" in lines[1]
-    assert "direct reusing its request layout" in lines[2]
-    assert "simple plan on bench-npu" in lines[3] and "over gRPC, bench-npu" in lines[3]
+    assert lines[0].startswith("threads: 1 (")  # the default setting, stated with the figures
+    assert "2 calls of each" in lines[1]
+    assert "simple plan on nnapi-reference" in lines[2] and "in-process" in lines[2]
+    assert "direct reusing its request layout" in lines[3]
+    assert "simple plan on bench-npu" in lines[4] and "over gRPC, bench-npu" in lines[4]
 
 
 def test_run_and_vectors_report_a_compilation_fallback(model_file, capsys):
