@@ -48,6 +48,24 @@ def test_plan_run_and_vectors(model_file, capsys):
         assert "1 passed, 0 failed" in out and "1 spanning several devices" in out
 
 
+def test_preference_option_chooses_the_figure_compared(model_file, capsys):
+    # the npu is faster than the CPU (0.5 vs 1.0) but hungrier (2.0 vs 1.0)
+    with served(profile("npu", exec_time=0.5, power=2.0)) as (address, _):
+        target = f"{address}/npu"
+        devices = {}
+        for preference in ("FAST_SINGLE_ANSWER", "LOW_POWER"):
+            args = ["plan", model_file, "--target", target, "--preference", preference, "--json"]
+            assert main(args) == 0
+            doc = json.loads(capsys.readouterr().out)
+            devices[preference] = [o["device"] for o in doc["operations"]]
+        args = ["run", model_file, "--runtime", "--target", target, "--preference", "LOW_POWER"]
+        assert main(args) == 0
+        doc = json.loads(capsys.readouterr().out)
+    assert devices == {"FAST_SINGLE_ANSWER": ["npu"] * 3, "LOW_POWER": ["nnapi-reference"] * 3}
+    assert doc["outputs"] == [[16.0, 30.0, 48.0]]
+    assert [s["device"] for s in doc["report"]["steps"]] == ["nnapi-reference"]
+
+
 def test_plan_bad_target(model_file, capsys):
     assert main(["plan", model_file, "--target", "127.0.0.1:1", "--connect-timeout", "0.5"]) != 0
     assert "error" in capsys.readouterr().err
