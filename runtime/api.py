@@ -355,7 +355,9 @@ class Execution:
             _index(index, inputs, "input")
         if inputs[index] is _UNSET:
             self._unset -= 1
-        inputs[index] = None if value is None else np.asarray(value)
+        if type(value) is not np.ndarray and value is not None:
+            value = np.asarray(value)  # an ndarray as it is (what asarray would return)
+        inputs[index] = value
 
     def set_input_from_memory(
         self, index: int, memory: Any, offset: int, length: int, dtype, shape

@@ -3,6 +3,7 @@ executed directly on one device (a benchmark, not a test).
 
     nnhal bench --runtime [--target ADDR[/DEVICE]]... [--model FILE [--name N]] [--rounds R]
     python -m nnhal.tools.bench_runtime [--rounds 15] [--iters 20] [--size 4 --size 256]
+        [--threads N|auto]
 
 Each case is measured in this process: the direct and the runtime execution alternate
 call by call (which goes first alternating every round), every call timed on its own;
@@ -301,12 +302,17 @@ def cmd_bench_runtime(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from nnhal.tools.bench_threads import add_threads_option, apply, threads_line
+
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--iters", type=int, default=ITERS)
     p.add_argument("--size", type=int, action="append", help=f"default {DEFAULT_SIZES}")
     p.add_argument("--target", action="append", default=[], metavar="ADDR[/DEVICE]")
+    add_threads_option(p)
     args = p.parse_args(argv)
+    apply(args.threads)  # as nnhal bench --runtime: figures always come with their setting
+    print(threads_line())
     rows = run_bench(builtin_cases(args.size or DEFAULT_SIZES), args.target, args.rounds,
                      args.iters)  # fmt: skip
     print_rows(rows)

@@ -48,6 +48,24 @@ def test_plan_run_and_vectors(model_file, capsys):
         assert "1 passed, 0 failed" in out and "1 spanning several devices" in out
 
 
+def test_preference_option_chooses_the_figure_compared(model_file, capsys):
+    # the npu is faster than the CPU (0.5 vs 1.0) but hungrier (2.0 vs 1.0)
+    with served(profile("npu", exec_time=0.5, power=2.0)) as (address, _):
+        target = f"{address}/npu"
+        devices = {}
+        for preference in ("FAST_SINGLE_ANSWER", "LOW_POWER"):
+            args = ["plan", model_file, "--target", target, "--preference", preference, "--json"]
+            assert main(args) == 0
+            doc = json.loads(capsys.readouterr().out)
+            devices[preference] = [o["device"] for o in doc["operations"]]
+        args = ["run", model_file, "--runtime", "--target", target, "--preference", "LOW_POWER"]
+        assert main(args) == 0
+        doc = json.loads(capsys.readouterr().out)
+    assert devices == {"FAST_SINGLE_ANSWER": ["npu"] * 3, "LOW_POWER": ["nnapi-reference"] * 3}
+    assert doc["outputs"] == [[16.0, 30.0, 48.0]]
+    assert [s["device"] for s in doc["report"]["steps"]] == ["nnapi-reference"]
+
+
 def test_plan_bad_target(model_file, capsys):
     assert main(["plan", model_file, "--target", "127.0.0.1:1", "--connect-timeout", "0.5"]) != 0
     assert "error" in capsys.readouterr().err
@@ -99,10 +117,11 @@ def test_bench_runtime_without_targets_measures_in_process_and_over_grpc(capsys)
 
     assert bench_main(["--rounds", "1", "--iters", "2", "--size", "4"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert "2 calls of each" in lines[0]
-    assert "simple plan on nnapi-reference" in lines[1] and "in-process" in lines[1]
-    assert "direct reusing its request layout" in lines[2]
-    assert "simple plan on bench-npu" in lines[3] and "over gRPC, bench-npu" in lines[3]
+    assert lines[0].startswith("threads: 1 (")  # the default setting, stated with the figures
+    assert "2 calls of each" in lines[1]
+    assert "simple plan on nnapi-reference" in lines[2] and "in-process" in lines[2]
+    assert "direct reusing its request layout" in lines[3]
+    assert "simple plan on bench-npu" in lines[4] and "over gRPC, bench-npu" in lines[4]
 
 
 def test_run_and_vectors_report_a_compilation_fallback(model_file, capsys):
