@@ -17,7 +17,7 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 
-from nnhal.importers.onnx.node_tests import CONTROL, cases, data_root, run_case
+from nnhal.importers.onnx.node_tests import CONTROL, cases, data_root, operator_of, run_case
 from onnx_exec_helper import execute
 
 EXPECTED = json.loads((Path(__file__).parent / "onnx_node_expected.json").read_text())
@@ -40,6 +40,23 @@ def test_node_test_data_is_shipped():
     for needed in ("test_loop11", "test_if", "test_scan9_sum",
                    "test_range_float_type_positive_delta_expanded"):  # fmt: skip
         assert needed in names
+
+
+@pytest.mark.parametrize(("name", "op"), [
+    ("test_greater_equal_bcast", "GreaterOrEqual"),  # not Greater, a shorter prefix
+    ("test_greater_bcast", "Greater"),
+    ("test_less_equal", "LessOrEqual"),
+    ("test_edge_pad", "Pad"),  # Pad's tests are named by mode
+    ("test_basic_conv_with_padding", "Conv"),
+    ("test_gather_elements_0", None),  # GatherElements is not mapped: not Gather's test
+    ("test_gather_0", "Gather"),
+    ("test_maxpool_2d_default", "MaxPool"),
+    ("test_reduce_sum_square_default_axes_keepdims_example", "ReduceSumSquare"),
+])  # fmt: skip
+def test_each_node_test_counts_under_its_operator(name, op):
+    from nnhal.importers.onnx.registry import table
+
+    assert operator_of(name, sorted(table())) == op
 
 
 @pytest.mark.parametrize(("name", "op", "directory"), _params())
