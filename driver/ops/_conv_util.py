@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 from nnhal.driver.ops import quant
 from nnhal.driver.ops._operand_rules import ACTIVATIONS
+from nnhal.driver.ops.layout import layout_is_nchw
 from nnhal.driver.ops.registry import Arg, OpContext
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -135,6 +136,10 @@ class Signature:
                 )
         return {name: i for i, name in enumerate(names)}
 
+    def layout_index(self, ctx: OpContext) -> int | None:
+        """Where this call's ``layout`` flag is (``OperationDef.layout``), if given."""
+        return self.resolve(ctx).get("layout")
+
     def _counts(self, head: int) -> str:
         return " or ".join(str(head + t) for t in self.trailing_counts)
 
@@ -177,7 +182,7 @@ def read_params(ctx: OpContext, where: dict[str, int], signature: Signature) -> 
     stride = (get("stride_width"), get("stride_height"))
     dilation = (get("dilation_width", 1), get("dilation_height", 1))
     activation = get("activation")
-    nchw = bool(ctx.scalar(where["layout"])) if "layout" in where else False
+    nchw = layout_is_nchw(ctx)
     if explicit:
         for name, value in zip(_EXPLICIT_PADS, pads):
             if value < 0:

@@ -50,7 +50,7 @@ from nnhal.driver.ops._box_util import (
     soft_suppress,
 )
 from nnhal.driver.ops._operand_rules import FLOATS, QUANT8, check_rank, dtype_of, runtime_failure
-from nnhal.driver.ops.layout import to_nhwc
+from nnhal.driver.ops.layout import layout_if_constant, layout_is_nchw, to_nhwc
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
 from nnhal.types import HalVersion, OperandType, OperationType
@@ -317,7 +317,7 @@ def _proposals_validate(ctx: OpContext) -> None:
     scores = ctx.inputs[0].dimensions
     check_dim(ctx, 1, 0, dim(scores, 0), "bbox_deltas has the batches of scores")
     check_dim(ctx, 3, 0, dim(scores, 0), "image info has one row per batch")
-    layout = const_scalar(ctx, 10)
+    layout = layout_if_constant(ctx)
     if layout is not None:
         h_axis, w_axis, a_axis = (2, 3, 1) if layout else (1, 2, 3)
         anchors = dim(scores, a_axis)
@@ -338,7 +338,7 @@ def _proposals_execute(ctx: OpContext) -> Callable[..., tuple]:
     pre_nms, post_nms = int(ctx.scalar(6)), int(ctx.scalar(7))
     suppress = hard_suppress(ctx.scalar(8))
     min_size = f32(ctx.scalar(9))
-    nchw = bool(ctx.scalar(10))
+    nchw = layout_is_nchw(ctx)
     scores_of, deltas_of, anchors_of, image_of = (dequantizer(ctx.inputs[i]) for i in range(4))
     inp, rois_out = ctx.inputs[0], ctx.outputs[1]
     score_back = quantizer(ctx.outputs[0].type, inp.scale, inp.zeroPoint)
@@ -416,6 +416,7 @@ GENERATE_PROPOSALS = register(
             Arg("rois_out", box_type),
             Arg("batch_indices_out", INT32_TENSOR),
         ),
+        layout=10,
         types=DETECTION_TYPES,
         execute=_proposals_execute,
         zero_sized_inputs=False,

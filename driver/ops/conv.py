@@ -618,6 +618,7 @@ def _register(op: OperationType, kind: Kind, types: dict) -> OperationDef:
             op,
             inputs=kind.signature.args(BASE_ARGS),
             outputs=(Arg("output"),),
+            layout=kind.signature.layout_index,
             types=types,
             execute=_execute(kind),
             prepare=_prepare(kind),

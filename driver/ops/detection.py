@@ -48,7 +48,7 @@ from nnhal.driver.ops._box_util import (
     quantizer,
 )
 from nnhal.driver.ops._operand_rules import check_rank, dtype_of, runtime_failure
-from nnhal.driver.ops.layout import to_nhwc
+from nnhal.driver.ops.layout import layout_if_constant, layout_is_nchw, to_nhwc
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
 from nnhal.types import HalVersion, OperandType, OperationType
@@ -230,7 +230,7 @@ def _heatmap_validate(ctx: OpContext) -> None:
     dims = ctx.inputs[0].dimensions
     check_dim(ctx, 1, 0, dim(dims, 0), "one box per heatmap (num_boxes)")
     check_dim(ctx, 1, 1, 4, "boxes are [num_boxes, 4]")
-    layout = const_scalar(ctx, 2)
+    layout = layout_if_constant(ctx)
     if layout is not None and dims is not None:
         size, other = dim(dims, 2), dim(dims, 3 if layout else 1)
         if size and other and size != other:
@@ -242,7 +242,7 @@ def _heatmap_validate(ctx: OpContext) -> None:
 
 
 def _heatmap_prepare(ctx: OpContext) -> list[Shape]:
-    layout = bool(ctx.scalar(2))
+    layout = layout_is_nchw(ctx)
     dims = ctx.inputs[0].dimensions
     boxes, keypoints = dim(dims, 0), dim(dims, 1 if layout else 3)
     return [(boxes, keypoints), (boxes, keypoints, 2)]
@@ -278,7 +278,7 @@ def _refine(grid: list[np.ndarray], best: np.ndarray, atol: f32, rtol: f32):
 
 
 def _heatmap_execute(ctx: OpContext) -> Callable[..., tuple]:
-    nchw = bool(ctx.scalar(2))
+    nchw = layout_is_nchw(ctx)
     heat_of, boxes_of = dequantizer(ctx.inputs[0]), dequantizer(ctx.inputs[1])
     score_out, point_out = ctx.outputs
     score_back = quantizer(score_out.type, score_out.scale, score_out.zeroPoint)
@@ -322,6 +322,7 @@ HEATMAP_MAX_KEYPOINT = register(
     OperationDef(
         OperationType.HEATMAP_MAX_KEYPOINT,
         inputs=(Arg("heatmap"), Arg("boxes", box_type), Arg("layout", BOOL)),
+        layout=2,
         outputs=(Arg("scores"), Arg("keypoints", box_type)),
         types={
             _T.TENSOR_FLOAT32: _V.V1_2,

@@ -18,21 +18,22 @@ NCHW_TO_NHWC = (0, 2, 3, 1)
 NHWC_TO_NCHW = (0, 3, 1, 2)
 
 
-def layout_is_nchw(ctx: OpContext, index: int) -> bool:
-    """The optional ``layout`` scalar at ``index`` (False = NHWC when left off).
+def layout_is_nchw(ctx: OpContext) -> bool:
+    """The call's ``layout`` flag (``OperationDef.layout``; NHWC when left off).
 
     Raises ValueNotConstant when the layout is only known at run time.
     """
-    return bool(ctx.scalar(index, False))
+    index = ctx.op.layout_index(ctx)
+    return False if index is None else bool(ctx.scalar(index, False))
 
 
-def check_layout_present(ctx: OpContext, index: int) -> None:
-    """A ``layout`` input may be left off the list, but never given as NO_VALUE."""
-    if index < len(ctx.inputs) and ctx.inputs[index].omitted:
-        raise ctx.fail(
-            f"input {index} (layout) has no value; leave it off the input list for NHWC "
-            "or give a BOOL"
-        )
+def layout_if_constant(ctx: OpContext) -> bool | None:
+    """The call's ``layout`` flag, or None when it is only known at run time."""
+    index = ctx.op.layout_index(ctx)
+    if index is None:
+        return False
+    value = ctx.constant(index)
+    return None if value is None else bool(value.item())
 
 
 # -- shapes ------------------------------------------------------------------

@@ -31,6 +31,7 @@ from nnhal.driver.ops._operand_rules import (
     dtype_of,
     runtime_failure,
 )
+from nnhal.driver.ops.layout import layout_is_nchw
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
 from nnhal.types import HalVersion, OperandType, OperationType
@@ -266,7 +267,7 @@ def _instance_validate(ctx: OpContext) -> None:
 
 def _instance_kernel(ctx: OpContext) -> Callable[[np.ndarray], np.ndarray]:
     gamma, beta, epsilon = (float(ctx.scalar(i)) for i in (1, 2, 3))
-    spatial = (2, 3) if bool(ctx.scalar(4)) else (1, 2)
+    spatial = (2, 3) if layout_is_nchw(ctx) else (1, 2)
     dtype = dtype_of(ctx.outputs[0].type)
 
     def instance_norm(x: np.ndarray) -> np.ndarray:
@@ -293,6 +294,7 @@ INSTANCE_NORMALIZATION = register(
             Arg("layout", frozenset({_T.BOOL})),
         ),
         outputs=(Arg("output"),),
+        layout=4,
         types={_T.TENSOR_FLOAT32: _V.V1_2, _T.TENSOR_FLOAT16: _V.V1_2},
         execute=_instance_kernel,
         prepare=_same_shape,

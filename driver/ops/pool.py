@@ -173,6 +173,7 @@ def _register(op: OperationType, mode: str, types: dict) -> OperationDef:
             op,
             inputs=SIGNATURE.args((Arg("input"),)),
             outputs=(Arg("output"),),
+            layout=SIGNATURE.layout_index,
             types=types,
             execute=lambda ctx: _kernel(ctx, mode),
             prepare=_prepare,

@@ -161,6 +161,17 @@ class OperationDef:
     #: as AOSP's checkNoZeroSizedInput does for operations registered without
     #: allowZeroSizedInput. ``kernel`` enforces it; kernels never check.
     zero_sized_inputs: bool = True
+    #: which input is this call's NCHW ``layout`` flag (a BOOL; true = NCHW, since HAL
+    #: 1.2): an index, or a function of the call where the place depends on the
+    #: signature (CONV_2D's implicit or explicit padding); None: the operation has no
+    #: layout. Left off the input list it means NHWC; given as NO_VALUE it is refused by
+    #: ``validate_operation``, once for every operation. ``layout.layout_is_nchw`` reads it.
+    layout: int | Callable[[OpContext], int | None] | None = None
+
+    def layout_index(self, ctx: OpContext) -> int | None:
+        """The input index of ``ctx``'s layout flag, or None when the call has none."""
+        index = self.layout(ctx) if callable(self.layout) else self.layout
+        return index if index is not None and index < len(ctx.inputs) else None
 
     def kernel(self, ctx: OpContext) -> Kernel:
         """The kernel bound to ``ctx``, with the registration's rules applied.
@@ -352,6 +363,13 @@ def validate_operation(ctx: OpContext) -> HalVersion:
             raise ctx.fail(
                 f"output {i} ({arg.name}) has type {type_name(info.type)}; "
                 f"with {type_name(primary)} supported: {_names(accepted)}"
+            )
+    if op.layout is not None:
+        layout = op.layout_index(ctx)
+        if layout is not None and ctx.inputs[layout].omitted:
+            raise ctx.fail(
+                f"input {layout} (layout) has no value; leave it off the input list for NHWC "
+                "or give a BOOL"
             )
     if op.validate is not None:
         try:

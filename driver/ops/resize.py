@@ -23,7 +23,13 @@ from collections.abc import Callable
 import numpy as np
 from nnhal.driver.ops._conv_util import last_shape_cache
 from nnhal.driver.ops._operand_rules import check_rank, dtype_of, runtime_failure
-from nnhal.driver.ops.layout import from_nhwc, layout_dims, nhwc_dims, to_nhwc
+from nnhal.driver.ops.layout import (
+    from_nhwc,
+    layout_dims,
+    layout_is_nchw,
+    nhwc_dims,
+    to_nhwc,
+)
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
 from nnhal.types import HalVersion, OperandType, OperationType, type_name
@@ -55,8 +61,8 @@ class _Params:
             if not value > 0 or (self.by_scale and not math.isfinite(value)):
                 what = "scale must be finite and" if self.by_scale else "size must be"
                 raise ctx.fail(f"input {index} ({name}) is {value}; the output {what} > 0")
-        flags = [bool(ctx.scalar(i, False)) for i in (3, 4, 5)]
-        self.nchw, self.align_corners, self.half_pixel = flags
+        self.nchw = layout_is_nchw(ctx)
+        self.align_corners, self.half_pixel = (bool(ctx.scalar(i, False)) for i in (4, 5))
         if self.align_corners and self.half_pixel:
             raise ctx.fail(
                 "inputs 4 (align_corners) and 5 (half_pixel_centers) are both true; "
@@ -196,6 +202,7 @@ def _register(op: OperationType, bilinear: bool, types: dict) -> OperationDef:
                 Arg("half_pixel_centers", _BOOL, optional=True),
             ),
             outputs=(Arg("output"),),
+            layout=3,
             types=types,
             execute=_execute(bilinear),
             prepare=_prepare,

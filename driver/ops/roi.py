@@ -49,7 +49,7 @@ from nnhal.driver.ops._box_util import (
     float_scalar,
 )
 from nnhal.driver.ops._operand_rules import QUANT8, check_rank, dtype_of, runtime_failure
-from nnhal.driver.ops.layout import from_nhwc, to_nhwc
+from nnhal.driver.ops.layout import from_nhwc, layout_is_nchw, to_nhwc
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
 from nnhal.types import HalVersion, OperandType, OperationType
@@ -82,8 +82,8 @@ def _validate_common(ctx: OpContext) -> None:
     check_box_quant(ctx, 1)
 
 
-def _prepare(ctx: OpContext, layout_index: int) -> list[Shape]:
-    nchw = bool(ctx.scalar(layout_index))
+def _prepare(ctx: OpContext) -> list[Shape]:
+    nchw = layout_is_nchw(ctx)
     out_h, out_w = int(ctx.scalar(3)), int(ctx.scalar(4))
     dims = ctx.inputs[0].dimensions
     rois = dim(ctx.inputs[1].dimensions, 0)
@@ -163,7 +163,7 @@ def _cell_weights(low, high, w_low, w_high, ratio: int, bins: int, size: int) ->
 
 
 def _align_execute(ctx: OpContext) -> Callable[..., np.ndarray]:
-    nchw = bool(ctx.scalar(9))
+    nchw = layout_is_nchw(ctx)
     out_h, out_w = int(ctx.scalar(3)), int(ctx.scalar(4))
     h_stride, w_stride = float(ctx.scalar(5)), float(ctx.scalar(6))
     h_ratio, w_ratio = int(ctx.scalar(7)), int(ctx.scalar(8))
@@ -261,7 +261,8 @@ ROI_ALIGN = register(
         outputs=(Arg("output"),),
         types=TYPES,
         execute=_align_execute,
-        prepare=lambda ctx: _prepare(ctx, 9),
+        layout=9,
+        prepare=_prepare,
         validate=_align_validate,
     )
 )
@@ -318,7 +319,7 @@ def _cell_max(data: np.ndarray, starts, ends, axis: int) -> np.ndarray:
 
 
 def _pool_execute(ctx: OpContext) -> Callable[..., np.ndarray]:
-    nchw = bool(ctx.scalar(7))
+    nchw = layout_is_nchw(ctx)
     out_h, out_w = int(ctx.scalar(3)), int(ctx.scalar(4))
     h_stride, w_stride = float(ctx.scalar(5)), float(ctx.scalar(6))
     if min(out_h, out_w) <= 0 or min(h_stride, w_stride) <= 0:
@@ -382,7 +383,8 @@ ROI_POOLING = register(
         types=TYPES,
         execute=_pool_execute,
         zero_sized_inputs=False,
-        prepare=lambda ctx: _prepare(ctx, 7),
+        layout=7,
+        prepare=_prepare,
         validate=_pool_validate,
     )
 )

@@ -25,7 +25,6 @@ import numpy as np
 from nnhal.driver.ops._movement import check_same_quant
 from nnhal.driver.ops._operand_rules import INT32_SCALAR, TENSOR_INT32, check_rank, runtime_failure
 from nnhal.driver.ops.layout import (
-    check_layout_present,
     dims_in_layout,
     in_layout,
     layout_is_nchw,
@@ -49,26 +48,24 @@ _V10_TYPES = {
 _V11_TYPES = {**_V10_TYPES, _T.TENSOR_FLOAT32: _V.V1_1, _T.TENSOR_QUANT8_ASYMM: _V.V1_1}
 
 
-def _image_checks(ctx: OpContext, layout_index: int) -> HalVersion | None:
-    """Rank 4, the layout input, same quantization; HAL 1.2 when a layout is given."""
+def _image_checks(ctx: OpContext) -> HalVersion | None:
+    """Rank 4, same quantization; HAL 1.2 when a layout is given."""
     check_rank(ctx, 0, exact=4)
-    check_layout_present(ctx, layout_index)
     check_same_quant(ctx)
-    return _V.V1_2 if len(ctx.inputs) > layout_index else None
+    return _V.V1_2 if ctx.op.layout_index(ctx) is not None else None
 
 
-def _nhwc_dims(ctx: OpContext, layout_index: int) -> tuple[int, ...] | None:
+def _nhwc_dims(ctx: OpContext) -> tuple[int, ...] | None:
     dims = ctx.inputs[0].dimensions
-    return nhwc_dims(tuple(dims), layout_is_nchw(ctx, layout_index)) if dims is not None else None
+    return nhwc_dims(tuple(dims), layout_is_nchw(ctx)) if dims is not None else None
 
 
 def _image_kernel(
     ctx: OpContext,
-    layout_index: int,
     nhwc: Callable[[np.ndarray], np.ndarray],
 ) -> Callable[..., np.ndarray]:
     """The NHWC kernel ``nhwc(x)`` in the operation's layout, refusing zero-sized inputs."""
-    inner = in_layout(nhwc, layout_is_nchw(ctx, layout_index))
+    inner = in_layout(nhwc, layout_is_nchw(ctx))
 
     def kernel(x: np.ndarray, *_params) -> np.ndarray:
         return inner(x)
@@ -109,17 +106,17 @@ def _depth_family(op_type: OperationType, to_space: bool) -> OperationDef:
     shape_of = _depth_to_space_shape if to_space else _space_to_depth_shape
 
     def validate(ctx: OpContext) -> HalVersion | None:
-        version = _image_checks(ctx, 2)
+        version = _image_checks(ctx)
         prepare(ctx)
         return version
 
     def prepare(ctx: OpContext) -> list[Shape]:
         block = _block_size(ctx)
-        dims = _nhwc_dims(ctx, 2)
+        dims = _nhwc_dims(ctx)
         if dims is None:
             return [(0, 0, 0, 0)]
         out = shape_of(dims, block, ctx.fail)
-        return [dims_in_layout(out, layout_is_nchw(ctx, 2))]
+        return [dims_in_layout(out, layout_is_nchw(ctx))]
 
     def execute(ctx: OpContext) -> Callable[..., np.ndarray]:
         s = _block_size(ctx)
@@ -138,7 +135,7 @@ def _depth_family(op_type: OperationType, to_space: bool) -> OperationDef:
             y = x.reshape(n, h // s, s, w // s, s, c).transpose(0, 1, 3, 2, 4, 5).copy()
             return y.reshape(n, h // s, w // s, s * s * c)
 
-        return _image_kernel(ctx, 2, depth_to_space if to_space else space_to_depth)
+        return _image_kernel(ctx, depth_to_space if to_space else space_to_depth)
 
     return register(
         OperationDef(
@@ -149,6 +146,7 @@ def _depth_family(op_type: OperationType, to_space: bool) -> OperationDef:
                 Arg("layout", BOOL_SCALAR, optional=True),
             ),
             outputs=(Arg("output"),),
+            layout=2,
             types=_V10_TYPES,
             execute=execute,
             zero_sized_inputs=False,
@@ -213,19 +211,19 @@ def _space_to_batch_shape(dims, blocks, pads, fail) -> tuple[int, ...]:
 
 
 def _b2s_validate(ctx: OpContext) -> HalVersion | None:
-    version = _image_checks(ctx, 2)
+    version = _image_checks(ctx)
     _check_vector_shape(ctx, 1, "block_shape", (2,))
     _b2s_prepare(ctx)
     return version
 
 
 def _b2s_prepare(ctx: OpContext) -> list[Shape]:
-    dims = _nhwc_dims(ctx, 2)
+    dims = _nhwc_dims(ctx)
     blocks = ctx.constant(1)
     if dims is None or blocks is None:
         return [(0, 0, 0, 0)]
     out = _batch_to_space_shape(dims, _blocks(blocks, ctx.fail), ctx.fail)
-    return [dims_in_layout(out, layout_is_nchw(ctx, 2))]
+    return [dims_in_layout(out, layout_is_nchw(ctx))]
 
 
 def _batch_to_space(x: np.ndarray, bh: int, bw: int) -> np.ndarray:
@@ -247,8 +245,8 @@ def _b2s_execute(ctx: OpContext) -> Callable[..., np.ndarray]:
             _batch_to_space_shape(x.shape, (bh, bw), fail)
             return _batch_to_space(x, bh, bw)
 
-        return _image_kernel(ctx, 2, fixed)
-    nchw = layout_is_nchw(ctx, 2)
+        return _image_kernel(ctx, fixed)
+    nchw = layout_is_nchw(ctx)
 
     def dynamic(x: np.ndarray, blocks: np.ndarray) -> np.ndarray:
         bh, bw = _blocks(blocks, fail)
@@ -268,6 +266,7 @@ BATCH_TO_SPACE_ND = register(
             Arg("layout", BOOL_SCALAR, optional=True),
         ),
         outputs=(Arg("output"),),
+        layout=2,
         types=_V11_TYPES,
         execute=_b2s_execute,
         zero_sized_inputs=False,
@@ -278,7 +277,7 @@ BATCH_TO_SPACE_ND = register(
 
 
 def _s2b_validate(ctx: OpContext) -> HalVersion | None:
-    version = _image_checks(ctx, 3)
+    version = _image_checks(ctx)
     _check_vector_shape(ctx, 1, "block_shape", (2,))
     _check_vector_shape(ctx, 2, "paddings", (2, 2))
     _s2b_prepare(ctx)
@@ -289,7 +288,7 @@ def _s2b_validate(ctx: OpContext) -> HalVersion | None:
 
 
 def _s2b_prepare(ctx: OpContext) -> list[Shape]:
-    dims = _nhwc_dims(ctx, 3)
+    dims = _nhwc_dims(ctx)
     blocks, pads = ctx.constant(1), ctx.constant(2)
     if dims is None or blocks is None or pads is None:
         return [(0, 0, 0, 0)]
@@ -299,7 +298,7 @@ def _s2b_prepare(ctx: OpContext) -> list[Shape]:
         _space_pads(pads, ctx.fail),
         ctx.fail,
     )
-    return [dims_in_layout(out, layout_is_nchw(ctx, 3))]
+    return [dims_in_layout(out, layout_is_nchw(ctx))]
 
 
 def _space_to_batch(x: np.ndarray, bh: int, bw: int, pads, value) -> np.ndarray:
@@ -329,8 +328,8 @@ def _s2b_execute(ctx: OpContext) -> Callable[..., np.ndarray]:
             _space_to_batch_shape(x.shape, (bh, bw), pads, fail)
             return _space_to_batch(x, bh, bw, pads, value)
 
-        return _image_kernel(ctx, 3, fixed)
-    nchw = layout_is_nchw(ctx, 3)
+        return _image_kernel(ctx, fixed)
+    nchw = layout_is_nchw(ctx)
 
     def dynamic(x: np.ndarray, b: np.ndarray, p: np.ndarray) -> np.ndarray:
         bh, bw = _blocks(blocks_c if blocks_c is not None else b, fail)
@@ -351,6 +350,7 @@ SPACE_TO_BATCH_ND = register(
             Arg("layout", BOOL_SCALAR, optional=True),
         ),
         outputs=(Arg("output"),),
+        layout=3,
         types=_V11_TYPES,
         execute=_s2b_execute,
         zero_sized_inputs=False,

@@ -46,7 +46,13 @@ from nnhal.driver.ops._operand_rules import (
     runtime_failure,
 )
 from nnhal.driver.ops.conv import bias_types, filter_types
-from nnhal.driver.ops.layout import from_nhwc, layout_dims, nhwc_dims, to_nhwc
+from nnhal.driver.ops.layout import (
+    from_nhwc,
+    layout_dims,
+    layout_is_nchw,
+    nhwc_dims,
+    to_nhwc,
+)
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
 from nnhal.types import HalVersion, OperandType, OperationType, type_name
@@ -100,7 +106,7 @@ class _Params:
         self.code = get("padding", VALID)
         self.stride = (get("stride_width"), get("stride_height"))
         self.activation = get("activation")
-        self.nchw = bool(ctx.scalar(where["layout"]))
+        self.nchw = layout_is_nchw(ctx)
         if self.explicit:
             for name in ("padding_left", "padding_top"):
                 value = self.pads[_EXPLICIT.index(name)]
@@ -292,6 +298,7 @@ TRANSPOSE_CONV_2D = register(
             Arg("layout", frozenset({_B}), optional=True),
         ),
         outputs=(Arg("output"),),
+        layout=lambda ctx: _where(ctx)["layout"],
         types={
             _T.TENSOR_FLOAT32: _V.V1_2,
             _T.TENSOR_FLOAT16: _V.V1_2,
