@@ -22,6 +22,12 @@ folder, or ``nnhal.cts.suite.run_suite``'s in-process run).
 The session's controller connects to the target (and the oracle) before the
 first test, so a wrong address is a usage error at once and the JSON report
 can name the target; each test process keeps its own connection.
+
+PYTEST_DONT_REWRITE: the plugin holds no assertions to rewrite. Every pytest
+session imports it (the entry point), unrewritten when pytest finds no file
+list of nnhal's (an editable install); ``nnhal cts`` or ``run_suite`` called
+inside such a session names it again with ``-p``, and pytest would warn
+"Module already imported so cannot be rewritten" in that run's summary.
 """
 
 from __future__ import annotations

@@ -267,6 +267,24 @@ def test_nnhal_cts_command(tmp_path, capsys, monkeypatch):
     assert "no tests to run" in capsys.readouterr().err
 
 
+@pytest.mark.timeout(180)
+def test_nnhal_cts_inside_a_pytest_session_warns_nothing(tmp_path, capsys, monkeypatch):
+    """`nnhal cts` in a process that already imported the suite's plugin (any pytest
+    session loads its entry point): no "cannot be rewritten" warning in the summary. (The
+    warning came only where this session had imported the plugin unrewritten: the `pytest`
+    script on an editable install, as in CI.)"""
+    import nnhal.cts.pytest_plugin  # noqa: F401  (this session has it already; made sure)
+    from nnhal.tools.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    code = main(["cts", "--families", "basic", "-k", "basic/getStatus", "--no-corpus",
+                 "--", "-q", "-p", "no:cacheprovider"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "cannot be rewritten" not in out, out
+    assert out.strip().splitlines()[-1].startswith("1 passed, 9 deselected in "), out
+
+
 def test_the_suite_never_imports_a_driver():
     """cts depends on nnhal only: the fuzz oracle is an endpoint, not an import."""
     import ast

@@ -1,11 +1,13 @@
-"""The whole conformance suite against the in-process driver (what CI runs): one run.
+"""The whole conformance suite against the in-process driver (what CI runs): two runs.
 
 ``nnhal cts -n 2`` as a user types it: the command starts the driver in its
 process behind a real gRPC server and the fuzz oracle beside it, and runs
 every default family (the spec library and the shipped NNAPI corpus) as a
-pytest session spread over two pytest-xdist workers. Nothing may fail, time
-out or error, no family may be skipped whole, and all 102 operations must
-have passing tests. (The suite takes minutes: this is its only full run.)
+pytest session spread over two pytest-xdist workers. ``pytest --pyargs
+nnhal.cts -n 2`` runs the same session from pytest's own command line against
+the same driver served by the test. Nothing may fail, time out or error, no
+family may be skipped whole, and all 102 operations must have passing tests.
+(The suite takes minutes: these are its only full runs.)
 """
 
 from __future__ import annotations
@@ -38,8 +40,38 @@ def test_full_suite_with_nnhal_cts_on_two_workers(tmp_path, capsys):
         timeout=2300,
     )
     elapsed = time.monotonic() - started
+    _check_full_run(run, report, f"nnhal cts -n 2 (in-process driver) in {elapsed:.1f} s", capsys)
+
+
+@pytest.mark.timeout(2400)
+def test_full_suite_with_pytest_pyargs_on_two_workers(tmp_path, capsys):
+    from nnhal.tools.local import local_device
+
+    report = tmp_path / "cts.json"
+    # the target and the oracle as `nnhal cts` builds them, served by this process
+    with local_device(None) as target, local_device(None) as oracle:
+        command = [sys.executable, "-m", "pytest", "--pyargs", "nnhal.cts", "-n", "2",
+                   "--cts-target", target.address, "--cts-oracle", oracle.address,
+                   "--cts-json-report", str(report), "--cts-fuzz-dir", str(tmp_path / "fuzz"),
+                   "-q", "-p", "no:cacheprovider"]  # fmt: skip
+        started = time.monotonic()
+        run = subprocess.run(
+            command,
+            check=False,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONWARNINGS": "ignore"},
+            timeout=2300,
+        )
+        elapsed = time.monotonic() - started
+    _check_full_run(run, report, f"pytest --pyargs nnhal.cts -n 2 in {elapsed:.1f} s", capsys)
+
+
+def _check_full_run(run: subprocess.CompletedProcess, report, label: str, capsys) -> None:
     tail = "\n".join(run.stdout.splitlines()[-40:])
     assert run.returncode == 0, f"{tail}\n{run.stderr[-3000:]}"
+    assert "created: 2/2 workers" in run.stdout or "bringing up nodes" in run.stdout, tail
     doc = json.loads(report.read_text())
     results = doc["results"]
     problems = [r for r in results if r["outcome"] in ("failed", "timeout", "error")]
@@ -57,10 +89,10 @@ def test_full_suite_with_nnhal_cts_on_two_workers(tmp_path, capsys):
     }  # fmt: skip
     assert families["caching"].get("passed", 0) >= 12, families["caching"]
     assert all(r["message"] for r in results if r["outcome"] == "skipped")
-    # pytest's own summary and the suite's table, as the command printed them
+    # pytest's own summary and the suite's table, as the session printed them
     assert f"{counts['passed']} passed" in tail and "family " in run.stdout
     per_family = {f: sum(c.values()) for f, c in families.items()}
     with capsys.disabled():
-        print(f"\nnnhal cts -n 2 (in-process driver): {dict(counts)} in {elapsed:.1f} s")
+        print(f"\n{label}: {dict(counts)}")
         print("tests per family: " + ", ".join(f"{f} {n}" for f, n in per_family.items()))
         print(f"coverage totals: {totals}")

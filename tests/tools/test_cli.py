@@ -540,3 +540,45 @@ def test_device_picks_one_device_of_the_target(add_file, capsys):
         server.stop(None)
     code, _, err = run_cli(capsys, "supported", model, "--device", "default")
     assert code == 2 and "--device picks one device of --target's server" in err
+
+
+@pytest.mark.timeout(240)
+def test_vectors_and_cts_pick_a_device_of_the_target(tmp_path, capsys, monkeypatch):
+    """`vectors --device` and `cts --device`: a float32 ADD passes on the server's float
+    device and is skipped (reported unsupported) by its quant-only device."""
+    import re
+
+    from nnhal.driver.device import Device
+    from nnhal.driver.profile import load_profile
+    from nnhal.driver.service import create_server
+
+    a = np.array([1.0, 2.0], np.float32)
+    b = np.array([3.0, -4.0], np.float32)
+    path = tmp_path / "add.json"
+    save_vectors(
+        path, [model_to_json(add_model(), name="mine/add", inputs=[a, b], expected=[a + b])]
+    )
+    monkeypatch.chdir(tmp_path)  # the cts session's rootdir
+    devices = [Device(load_profile("default")), Device(load_profile("nnapi-sample_quant"))]
+    server, address = create_server(devices, "127.0.0.1:0")
+    vectors = ["vectors", str(path), "--target", address]
+    cts = ["cts", "--target", address]
+    cts_tail = ["--families", "vectors", "--vectors", str(path), "--no-corpus", "--", "-q",
+                "-p", "no:cacheprovider"]  # fmt: skip
+    try:
+        for device, vectors_line, cts_line in (
+            ("default", "1 passed, 0 failed, 0 skipped", r"1 passed(, \d+ warnings?)? in "),
+            ("nnapi-sample_quant", "0 passed, 0 failed, 1 skipped", r"1 skipped(, \d+ warnings?)? in "),
+        ):  # fmt: skip
+            code, out, _ = run_cli(capsys, *vectors, "--device", device)
+            assert code == 0 and out.strip().splitlines()[-1] == vectors_line, (device, out)
+            code, out, _ = run_cli(capsys, *cts, "--device", device, *cts_tail)
+            assert code == 0, (device, out)
+            assert re.match(cts_line, out.strip().splitlines()[-1]), (device, out)
+        for argv in ([*vectors, "--device", "gpu"], [*cts, "--device", "gpu", *cts_tail]):
+            code, _, err = run_cli(capsys, *argv)
+            assert code == 1 and "no device 'gpu'" in err, (argv, err)
+    finally:
+        server.stop(None)
+        for device in devices:
+            device.close()

@@ -72,6 +72,31 @@ def test_profile(nnhal_server, nnhal_client):
     result.assert_outcomes(passed=1)
 
 
+def test_op_packages_in_process_and_in_a_server_process(pytester: pytest.Pytester) -> None:
+    """``op_packages=`` loads a package into the served devices, both ways of serving."""
+    example = REPO_ROOT / "examples" / "qnn_xml"
+    pytester.makepyfile(test_app=f"""
+import pytest
+from nnhal.vectors import load_vectors
+
+MODEL = load_vectors({str(example / "model.json")!r})[0].model
+PACKAGE = {str(example / "soft_clip.xml")!r}
+
+@pytest.mark.nnhal(op_packages=[PACKAGE])
+def test_in_process(nnhal_client):
+    assert nnhal_client.getSupportedOperations_1_3(MODEL) == [True]
+
+@pytest.mark.nnhal(op_packages=[PACKAGE], process=True)
+def test_in_a_process(nnhal_client):
+    assert nnhal_client.getSupportedOperations_1_3(MODEL) == [True]
+
+def test_without(nnhal_client):
+    assert nnhal_client.getSupportedOperations_1_3(MODEL) == [False]
+""")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-q")
+    result.assert_outcomes(passed=3)
+
+
 def test_a_wrong_marker_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_app="""
 import pytest
