@@ -485,7 +485,7 @@ def test_vectors_progress_only_on_a_terminal_and_not_with_quiet():
 def test_stress_shows_its_progress_on_a_terminal():
     argv = ["stress", "--clients", "1", "--executions", "0", "--duration", "4", "--warmup", "1"]
     code, out, err = _run_with_stderr_on_a_tty(argv, timeout=240)
-    assert code == 0, (out, err)
+    assert code == 0, f"exit {code}\nstdout:\n{out}\nstderr:\n{err}"  # whole: the verdict
     assert "nnhal stress: warm-up" in err and "nnhal stress: measured round: " in err, err
     assert re.search(r"measured round: \d+ s of 4, [01]/1 clients done", err), err
     code, out, err = _run_with_stderr_on_a_tty([*argv, "--quiet"], timeout=240)
