@@ -29,17 +29,7 @@ def test_full_suite_with_nnhal_cts_on_two_workers(tmp_path, capsys):
     report = tmp_path / "cts.json"
     command = [sys.executable, "-m", "nnhal", "cts", "-n", "2", "--json-report", str(report),
                "--fuzz-dir", str(tmp_path / "fuzz"), "--", "-q", "-p", "no:cacheprovider"]  # fmt: skip
-    started = time.monotonic()
-    run = subprocess.run(
-        command,
-        check=False,
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"},
-        timeout=2300,
-    )
-    elapsed = time.monotonic() - started
+    run, elapsed = _run(command, tmp_path)
     _check_full_run(run, report, f"nnhal cts -n 2 (in-process driver) in {elapsed:.1f} s", capsys)
 
 
@@ -54,18 +44,22 @@ def test_full_suite_with_pytest_pyargs_on_two_workers(tmp_path, capsys):
                    "--cts-target", target.address, "--cts-oracle", oracle.address,
                    "--cts-json-report", str(report), "--cts-fuzz-dir", str(tmp_path / "fuzz"),
                    "-q", "-p", "no:cacheprovider"]  # fmt: skip
-        started = time.monotonic()
-        run = subprocess.run(
-            command,
-            check=False,
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            env={**os.environ, "PYTHONWARNINGS": "ignore"},
-            timeout=2300,
-        )
-        elapsed = time.monotonic() - started
+        run, elapsed = _run(command, tmp_path)
     _check_full_run(run, report, f"pytest --pyargs nnhal.cts -n 2 in {elapsed:.1f} s", capsys)
+
+
+def _run(command: list[str], cwd) -> tuple[subprocess.CompletedProcess, float]:
+    started = time.monotonic()
+    run = subprocess.run(
+        command,
+        check=False,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        timeout=2300,
+    )
+    return run, time.monotonic() - started
 
 
 def _check_full_run(run: subprocess.CompletedProcess, report, label: str, capsys) -> None:
