@@ -81,7 +81,10 @@ class SessionTable:
         self._expiry: dict[str, float] = {}
         self._running: dict[str, set[Any]] = {}
         self._calls: dict[str, int] = {}  # calls of each session being served now
-        self._cond = threading.Condition()
+        # the condition's own lock, taken directly where nothing is notified: every call
+        # of a client with a session passes there, and a Condition's `with` is Python code
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
         self._reaper: threading.Thread | None = None
         self._closed = False
         self.expired = 0  # sessions whose lease ran out (for getResourceUsage / tests)
@@ -142,7 +145,7 @@ class SessionTable:
     def call_started(self, session: str) -> None:
         """A call of ``session`` is being served (``in_call``, without a context manager:
         every HAL call of a client with a session passes here, under one lock)."""
-        with self._cond:
+        with self._lock:
             lease = self._lease_s.setdefault(session, DEFAULT_LEASE_MS / 1000)
             self._expiry[session] = time.monotonic() + lease
             self._start_reaper()
@@ -150,7 +153,7 @@ class SessionTable:
 
     def call_ended(self, session: str) -> None:
         """The call ``call_started`` announced has ended: its lease restarts now."""
-        with self._cond:
+        with self._lock:
             left = self._calls.get(session, 1) - 1
             if left > 0:
                 self._calls[session] = left
@@ -177,7 +180,7 @@ class SessionTable:
     def track(self, session: str, cancel: Any) -> None:
         """An execution of ``session`` runs (``running``, without a context manager):
         renew the lease, and let the session's end cancel it."""
-        with self._cond:
+        with self._lock:
             lease = self._lease_s.setdefault(session, DEFAULT_LEASE_MS / 1000)
             self._expiry[session] = time.monotonic() + lease
             self._start_reaper()
@@ -185,7 +188,7 @@ class SessionTable:
 
     def untrack(self, session: str, cancel: Any) -> None:
         """The execution ``track`` announced has ended."""
-        with self._cond:
+        with self._lock:
             tracked = self._running.get(session)
             if tracked is not None:
                 tracked.discard(cancel)
