@@ -48,20 +48,18 @@ def decode_request(prepared: Any, message: Any, *, v1_0: bool = False) -> tuple[
         )
         _remember(memo, key, arguments)
     decode = memory_from_pb if v1_0 else memory_pool_from_pb
-    pools = tuple([_inline(p) or decode(p) for p in message.pools])
+    # an inline pool, the common one, is decoded here (both decoders read it alike)
+    pools = tuple(
+        [
+            InlineMemory(p.inlineData) if p.WhichOneof("memory") == "inlineData" else decode(p)
+            for p in message.pools
+        ]
+    )
     return Request(arguments[0], arguments[1], pools), key
 
 
 #: RequestArgument.SerializeToString (the 1.3 and V1_0 requests share the message)
 _SERIALIZE = tpb.RequestArgument.SerializeToString
-
-
-def _inline(pool: Any) -> InlineMemory | None:
-    """The common pool, decoded at once (``memory_pool_from_pb`` / ``memory_from_pb``
-    decode it alike); None for the other kinds."""
-    if pool.WhichOneof("memory") == "inlineData":
-        return InlineMemory(pool.inlineData)
-    return None
 
 
 def _pools_key(pools: Sequence[MemoryPool]) -> tuple[Any, ...]:
