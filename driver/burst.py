@@ -77,8 +77,9 @@ class BurstSession:
         slots = message.slots
         for slot in slots.free:
             self._free(slot)
-        for slot, memory in sorted(slots.add.items()):
-            self._add(slot, memory)
+        if slots.add:  # most messages add no slot: no sorted copy of an empty map
+            for slot, memory in sorted(slots.add.items()):
+                self._add(slot, memory)
         if not message.HasField("request"):
             return ppb.ExecuteReply(status=ErrorStatus.NONE, timing=cv.timing_to_pb(NO_TIMING))
         request, layout = decode_request(self.prepared, message.request, v1_0=True)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Any
 
+from nnhal._proto.v1_3 import types_pb2 as tpb
 from nnhal.convert import memory_from_pb, memory_pool_from_pb, request_argument_from_pb
 from nnhal.types import InlineMemory, MemoryPool, Request, SharedMemory, TokenMemory
 from nnhal.validation import validate_request
@@ -37,19 +38,28 @@ def decode_request(prepared: Any, message: Any, *, v1_0: bool = False) -> tuple[
     """The Request of a request message (1.3, or V1_0 with ``v1_0``), and its arguments'
     key for ``validate_once``."""
     memo: dict[Hashable, Any] = prepared.request_layouts
-    key = (
-        tuple([a.SerializeToString() for a in message.inputs]),
-        tuple([a.SerializeToString() for a in message.outputs]),
-    )
+    inputs, outputs = message.inputs, message.outputs
+    key = (tuple(map(_SERIALIZE, inputs)), tuple(map(_SERIALIZE, outputs)))
     arguments = memo.get(key)
     if arguments is None:
         arguments = (
-            tuple([request_argument_from_pb(a) for a in message.inputs]),
-            tuple([request_argument_from_pb(a) for a in message.outputs]),
+            tuple([request_argument_from_pb(a) for a in inputs]),
+            tuple([request_argument_from_pb(a) for a in outputs]),
         )
         _remember(memo, key, arguments)
     decode = memory_from_pb if v1_0 else memory_pool_from_pb
-    return Request(arguments[0], arguments[1], tuple([decode(p) for p in message.pools])), key
+    # an inline pool, the common one, is decoded here (both decoders read it alike)
+    pools = tuple(
+        [
+            InlineMemory(p.inlineData) if p.WhichOneof("memory") == "inlineData" else decode(p)
+            for p in message.pools
+        ]
+    )
+    return Request(arguments[0], arguments[1], pools), key
+
+
+#: RequestArgument.SerializeToString (the 1.3 and V1_0 requests share the message)
+_SERIALIZE = tpb.RequestArgument.SerializeToString
 
 
 def _pools_key(pools: Sequence[MemoryPool]) -> tuple[Any, ...]:

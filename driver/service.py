@@ -60,6 +60,7 @@ from nnhal._proto.v1_3 import prepared_model_pb2_grpc as pgrpc
 from nnhal._proto.v1_3 import types_pb2 as tpb
 from nnhal.errors import GeneralFailure, HalError, InvalidArgument, OutputInsufficientSize
 from nnhal.types import (
+    NO_TIMING,
     DeviceStatus,
     ErrorStatus,
     ExecutionPreference,
@@ -78,6 +79,7 @@ log = logging.getLogger("nnhal.driver.service")
 #: takes its limit from the devices' ``max_message_bytes``, ``nnhal.driver.limits.grpc_options``).
 GRPC_OPTIONS = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
 _NONE = ErrorStatus.NONE
+_NO_TIMING_PB = cv.timing_to_pb(NO_TIMING)  # copied into each reply, never changed
 #: waitFence checks this often whether its caller is still there
 _WAIT_SLICE_S = 0.1
 
@@ -474,16 +476,16 @@ def _execute(
             raise
         if tokens is not None:
             tokens.finish(shapes)
-        pools = [
-            tpb.PoolContents(poolIndex=i, data=bytes(mapped.views[i]))
-            for i in _output_pool_indexes(request)
-        ]
-    reply = ppb.ExecuteReply(status=_NONE, outputPools=pools)
+        # built in place: sub-messages handed to a constructor would be copied
+        reply = ppb.ExecuteReply(
+            status=_NONE, timing=_NO_TIMING_PB if timing is NO_TIMING else cv.timing_to_pb(timing)
+        )
+        add_pool = reply.outputPools.add
+        for i in _output_pool_indexes(request):
+            add_pool(poolIndex=i, data=bytes(mapped.views[i]))
     add_shape = reply.outputShapes.add
     for shape in shapes:
         add_shape(dimensions=shape.dimensions, isSufficient=shape.isSufficient)
-    reply.timing.timeOnDevice = timing.timeOnDevice
-    reply.timing.timeInDriver = timing.timeInDriver
     return reply
 
 
@@ -539,11 +541,16 @@ def _run(
         "caller": call.caller,
         "layout": layout,
     }
-    if call.session is None:  # the common case, without a context manager
-        cancel = _cancel_with_call(call.context)
+    cancel = _cancel_with_call(call.context)
+    session = call.session
+    if session is None:
         return execute(state, prepared, hal_request, cancel=cancel, **args)
-    with cancellable(state, call.context, call.session) as cancel:
+    # cancellable(), without the context manager's cost on every call
+    state.sessions.track(session, cancel)
+    try:
         return execute(state, prepared, hal_request, cancel=cancel, **args)
+    finally:
+        state.sessions.untrack(session, cancel)
 
 
 # ---------------------------------------------------------------------------

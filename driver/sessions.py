@@ -81,7 +81,10 @@ class SessionTable:
         self._expiry: dict[str, float] = {}
         self._running: dict[str, set[Any]] = {}
         self._calls: dict[str, int] = {}  # calls of each session being served now
-        self._cond = threading.Condition()
+        # the condition's own lock, taken directly where nothing is notified: every call
+        # of a client with a session passes there, and a Condition's `with` is Python code
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
         self._reaper: threading.Thread | None = None
         self._closed = False
         self.expired = 0  # sessions whose lease ran out (for getResourceUsage / tests)
@@ -139,6 +142,26 @@ class SessionTable:
 
     # ---- calls in flight ----
 
+    def call_started(self, session: str) -> None:
+        """A call of ``session`` is being served (``in_call``, without a context manager:
+        every HAL call of a client with a session passes here, under one lock)."""
+        with self._lock:
+            lease = self._lease_s.setdefault(session, DEFAULT_LEASE_MS / 1000)
+            self._expiry[session] = time.monotonic() + lease
+            self._start_reaper()
+            self._calls[session] = self._calls.get(session, 0) + 1
+
+    def call_ended(self, session: str) -> None:
+        """The call ``call_started`` announced has ended: its lease restarts now."""
+        with self._lock:
+            left = self._calls.get(session, 1) - 1
+            if left > 0:
+                self._calls[session] = left
+            else:
+                self._calls.pop(session, None)
+            if session in self._lease_s:
+                self._expiry[session] = time.monotonic() + self._lease_s[session]
+
     @contextlib.contextmanager
     def in_call(self, session: str | None) -> Iterator[None]:
         """A call of ``session`` is being served: its lease cannot run out meanwhile (a long
@@ -146,22 +169,31 @@ class SessionTable:
         if session is None:
             yield
             return
-        self.touch(session)
-        with self._cond:
-            self._calls[session] = self._calls.get(session, 0) + 1
+        self.call_started(session)
         try:
             yield
         finally:
-            with self._cond:
-                left = self._calls.get(session, 1) - 1
-                if left > 0:
-                    self._calls[session] = left
-                else:
-                    self._calls.pop(session, None)
-                if session in self._lease_s:
-                    self._expiry[session] = time.monotonic() + self._lease_s[session]
+            self.call_ended(session)
 
     # ---- executions ----
+
+    def track(self, session: str, cancel: Any) -> None:
+        """An execution of ``session`` runs (``running``, without a context manager):
+        renew the lease, and let the session's end cancel it."""
+        with self._lock:
+            lease = self._lease_s.setdefault(session, DEFAULT_LEASE_MS / 1000)
+            self._expiry[session] = time.monotonic() + lease
+            self._start_reaper()
+            self._running.setdefault(session, set()).add(cancel)
+
+    def untrack(self, session: str, cancel: Any) -> None:
+        """The execution ``track`` announced has ended."""
+        with self._lock:
+            tracked = self._running.get(session)
+            if tracked is not None:
+                tracked.discard(cancel)
+                if not tracked:
+                    del self._running[session]
 
     @contextlib.contextmanager
     def running(self, session: str | None, cancel: Any) -> Iterator[None]:
@@ -169,18 +201,11 @@ class SessionTable:
         if session is None:
             yield
             return
-        self.touch(session)
-        with self._cond:
-            self._running.setdefault(session, set()).add(cancel)
+        self.track(session, cancel)
         try:
             yield
         finally:
-            with self._cond:
-                tracked = self._running.get(session)
-                if tracked is not None:
-                    tracked.discard(cancel)
-                    if not tracked:
-                        del self._running[session]
+            self.untrack(session, cancel)
 
     # ---- the reaper ----
 

@@ -57,30 +57,58 @@ def _nested(message: Any, depth: int) -> Any:
     return inner or None
 
 
+# how ``brief`` shows a field, by its descriptor (worked out once per field)
+_MODEL, _REQUEST, _TOKEN, _MESSAGES, _MESSAGE, _VALUES, _BYTES, _VALUE = range(8)
+_KINDS: dict[Any, int] = {}
+
+
+def _kind(field: Any) -> int:
+    kind = _KINDS.get(field)
+    if kind is None:
+        name = field.name
+        if name == "model":
+            kind = _MODEL
+        elif name == "request":
+            kind = _REQUEST
+        elif name == "token":
+            kind = _TOKEN
+        elif field.message_type is not None:
+            kind = _MESSAGES if _repeated(field) else _MESSAGE
+        elif _repeated(field):
+            kind = _VALUES
+        elif field.type == field.TYPE_BYTES:
+            kind = _BYTES
+        else:
+            kind = _VALUE
+        _KINDS[field] = kind
+    return kind
+
+
 def brief(message: Any, depth: int = 0) -> dict[str, Any]:
     """A short, JSON-able summary of a request message's set fields, with their values."""
     out: dict[str, Any] = {}
     for field, value in message.ListFields():
-        name = field.name
-        if name == "model":
-            out[name] = _model(value)
-        elif name == "request":
-            out[name] = (
+        kind = _KINDS.get(field)
+        if kind is None:
+            kind = _kind(field)
+        if kind == _VALUE:
+            out[field.name] = value
+        elif kind == _MESSAGE:  # its values (an OptionalTimePoint: its nanoseconds, or None)
+            out[field.name] = _nested(value, depth)
+        elif kind == _REQUEST:
+            out[field.name] = (
                 f"{len(value.inputs)} inputs, {len(value.outputs)} outputs, {len(value.pools)} pools"
             )
-        elif name in ("token",):
-            out[name] = value.hex()[:16] + ("..." if len(value) > 8 else "")
-        elif field.message_type is not None:
-            if _repeated(field):
-                out[name] = f"{len(value)} {field.message_type.name}"
-            else:  # its values (an OptionalTimePoint: its nanoseconds, or None when unset)
-                out[name] = _nested(value, depth)
-        elif _repeated(field):
-            out[name] = list(value) if len(value) <= _SHORT else f"{len(value)} values"
-        elif isinstance(value, bytes):
-            out[name] = f"{len(value)} bytes"
+        elif kind == _MODEL:
+            out[field.name] = _model(value)
+        elif kind == _TOKEN:
+            out[field.name] = value.hex()[:16] + ("..." if len(value) > 8 else "")
+        elif kind == _MESSAGES:
+            out[field.name] = f"{len(value)} {field.message_type.name}"
+        elif kind == _VALUES:
+            out[field.name] = list(value) if len(value) <= _SHORT else f"{len(value)} values"
         else:
-            out[name] = value
+            out[field.name] = f"{len(value)} bytes"
     return out
 
 

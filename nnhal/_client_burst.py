@@ -14,7 +14,6 @@ import grpc
 import numpy as np
 
 from nnhal import convert as cv
-from nnhal import convert_legacy as legacy
 from nnhal._client_results import (
     ExecutionResult,
     RequestResult,
@@ -65,12 +64,11 @@ class Burst:
         if slots:
             pools = tuple(InlineMemory(b"") if k >= 0 else p for k, p in zip(slots, request.pools))
             request = dataclasses.replace(request, pools=pools)
-        message = ppb.ExecuteRequest_1_2(
-            preparedModel=self.prepared.id,
-            request=legacy.request_to_v1_0_pb(request),
-            measure=_measure(measure),
-            slots=ppb.BurstSlots(poolSlots=list(slots)),
-        )
+        # filled in place (request_to_v1_0_pb and BurstSlots, without their copies)
+        message = ppb.ExecuteRequest_1_2(preparedModel=self.prepared.id, measure=_measure(measure))
+        self.prepared._encoder.fill(message.request, request, v1_0=True)
+        message.slots.SetInParent()
+        message.slots.poolSlots.extend(slots)
         return self._send(message)
 
     def register(self, memory: InlineMemory | SharedMemory, slot: int | None = None) -> int:

@@ -17,7 +17,7 @@ import numpy as np
 from nnhal import convert as cv
 from nnhal._proto.v1_3 import types_pb2 as tpb
 from nnhal.errors import DeviceUnavailable, HalError, ResourceExhausted, error_from_status
-from nnhal.types import NO_TIMING, ErrorStatus, OutputShape, Timing
+from nnhal.types import NO_TIMING, UINT64_MAX, ErrorStatus, OutputShape, Timing
 
 
 @dataclass(frozen=True)
@@ -80,12 +80,19 @@ def _rpc(method: Callable[[Any], Any], message: Any) -> Any:
 
 
 def _timing(reply: Any, field: str = "timing") -> Timing:
-    return cv.timing_from_pb(getattr(reply, field)) if reply.HasField(field) else NO_TIMING
+    if not reply.HasField(field):
+        return NO_TIMING
+    msg = getattr(reply, field)
+    if msg.timeOnDevice == UINT64_MAX and msg.timeInDriver == UINT64_MAX:
+        return NO_TIMING  # "not measured", the common answer: no new object for it
+    return cv.timing_from_pb(msg)
 
 
 def _request_result(reply: Any) -> RequestResult:
     return RequestResult(
-        outputShapes=tuple(cv.output_shape_from_pb(s) for s in reply.outputShapes),
+        outputShapes=tuple(
+            [OutputShape(tuple(s.dimensions), s.isSufficient) for s in reply.outputShapes]
+        ),  # cv.output_shape_from_pb, inline: once per output of every execution
         timing=_timing(reply),
         pools={p.poolIndex: bytes(p.data) for p in reply.outputPools},
     )

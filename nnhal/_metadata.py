@@ -34,6 +34,8 @@ class _WithMetadata:
         return kwargs
 
     def __call__(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        if not args and not kwargs:  # the common call: the entries are all its metadata
+            return self._call(request, metadata=self._entries)
         return self._call(request, **self._kwargs(args, kwargs))
 
     def with_call(self, request: Any, *args: Any, **kwargs: Any) -> Any:

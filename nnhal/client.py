@@ -357,6 +357,7 @@ class PreparedModel:
         self.model = model  # needed by execute() to lay out numpy inputs/outputs
         self._stub = device.prepared_model_stub
         self._extension_types: ExtensionTypes | None = None
+        self._encoder = cv.RequestEncoder()  # its executions' requests (bursts' too)
 
     def __repr__(self) -> str:
         return f"nnhal.client.PreparedModel(id={self.id})"
@@ -478,13 +479,11 @@ class PreparedModel:
         synchronous: bool = True,
     ) -> RequestResult:
         """executeSynchronously_1_3 (or execute_1_3) of a ready Request."""
-        message = ppb.ExecuteRequest_1_3(
-            preparedModel=self.id,
-            request=cv.request_to_pb(request),
-            measure=_measure(measure),
-            deadline=cv.optional_time_point_to_pb(deadline_ns),
-            loopTimeoutDuration=cv.optional_timeout_to_pb(loop_timeout_ns),
-        )
+        # filled in place (request_to_pb and the optional_*_to_pb, without their copies)
+        message = ppb.ExecuteRequest_1_3(preparedModel=self.id, measure=_measure(measure))
+        self._encoder.fill(message.request, request)
+        cv.fill_time_point(message.deadline, deadline_ns)
+        cv.fill_timeout(message.loopTimeoutDuration, loop_timeout_ns)
         method = self._stub.executeSynchronously_1_3 if synchronous else self._stub.execute_1_3
         return _request_result(_rpc(method, message))
 

@@ -130,6 +130,9 @@ class CompiledModel:
         self._main_checked: Callable | None = None
 
     def _checked_main(self) -> Callable:
+        main = self._main_checked  # built once, then read without the lock on every run
+        if main is not None:
+            return main
         with self._lock:
             if self._main_checked is None:
                 self._checked = Generator(

@@ -80,3 +80,51 @@ def test_the_memo_of_a_prepared_model_stays_bounded() -> None:
     finally:
         client.close()
         server.stop(None).wait()
+
+
+def _views(request: Request) -> list[memoryview]:
+    return [memoryview(bytearray(p.data)) for p in request.pools]  # type: ignore[union-attr]
+
+
+def test_a_kept_input_plan_serves_only_its_own_arguments() -> None:
+    """PreparedModel keeps the last layout's input plan (by the arguments' identity): other
+    arguments, equal or not, are checked anew, and the pools on every execution."""
+    from nnhal.driver.device import Device
+
+    prepared = Device().prepareModel_1_3(add_model())
+    good = _request()
+    prepared.execute(good, _views(good), validated=True)
+    # the kept arguments with a pool too small for input 1: refused
+    short = Request(good.inputs, good.outputs, (InlineMemory(bytes(12)), InlineMemory(bytes(8))))
+    with pytest.raises(InvalidArgument, match="outside pool 0"):
+        prepared.execute(short, _views(short), validated=True)
+    # new arguments (input 1 is 4 bytes long): planned anew and refused, not served the old plan
+    wrong = Request(
+        (good.inputs[0], RequestArgument(location=DataLocation(0, 8, 4))),
+        good.outputs,
+        good.pools,
+    )
+    with pytest.raises(InvalidArgument, match="location length is 4 bytes"):
+        prepared.execute(wrong, _views(wrong), validated=True)
+    views = _views(good)
+    prepared.execute(good, views, validated=True)
+    assert bytes(views[1]) == np.array([2.0, 4.0], np.float32).tobytes()
+
+
+def test_a_kept_output_check_is_redone_for_other_results() -> None:
+    """The accepted output check is kept for the same arguments and results of the same
+    shapes and dtypes only: anything else is checked again."""
+    from nnhal.driver.device import Device
+
+    from nnhal.errors import GeneralFailure
+
+    prepared = Device().prepareModel_1_3(add_model())
+    request = _request()
+    ok = [np.zeros(2, np.float32)]
+    shapes, _ = prepared._checked_outputs(request, ok)
+    assert shapes[0].dimensions == (2,) and shapes[0].isSufficient
+    with pytest.raises(GeneralFailure, match="not compatible with the model's dimensions"):
+        prepared._checked_outputs(request, [np.zeros(3, np.float32)])
+    with pytest.raises(GeneralFailure, match="produced float64 data"):
+        prepared._checked_outputs(request, [np.zeros(2, np.float64)])
+    assert prepared._checked_outputs(request, ok)[0] == shapes
