@@ -542,8 +542,14 @@ def test_grpc_core_logging_is_quieted_before_grpc_loads_unless_the_user_set_it()
 def test_vectors_interrupted_exits_130_with_one_line():
     _need_vectors()
     env = {k: v for k, v in os.environ.items() if k not in ("GRPC_VERBOSITY", "NNHAL_DEBUG")}
+    # Ctrl-C's usual handler, whatever this process inherited: a background job of a shell
+    # without job control starts with SIGINT ignored, and Python keeps it ignored
+    program = (
+        "import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "from nnhal.tools.cli import main; sys.exit(main())"
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "nnhal.tools.cli", "vectors", str(VECTORS)],
+        [sys.executable, "-c", program, "vectors", str(VECTORS)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
