@@ -491,8 +491,10 @@ def test_ci_vectors_against_nnhal_serve(vectors_dir, ci_selection, tmp_path, cap
         proc = subprocess.Popen(
             # -X faulthandler: a server that does not stop is aborted below, and
             # then prints where each of its threads waits into the log
-            [sys.executable, "-X", "faulthandler", "-m", "nnhal.tools.cli", "serve",
-             "--address", "127.0.0.1:0", "--log-level", "info"],  # fmt: skip
+            [
+                *(sys.executable, "-X", "faulthandler", "-m", "nnhal.tools.cli", "serve"),
+                *("--address", "127.0.0.1:0", "--log-level", "info"),
+            ],
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,

@@ -95,8 +95,8 @@ LAYOUT_SUPPLEMENT = """<SupplementalOpDefList Backend="CPU"><SupplementalOpDef><
 @pytest.mark.parametrize(
     ("supplement", "fragment"),
     [
-        ("", "Layout BACKEND_SPECIFIC needs a SupplementalOpDefList giving it a Layout, but "
-             "there is none for any backend"),
+        ("", ("Layout BACKEND_SPECIFIC needs a SupplementalOpDefList giving it a Layout, but "
+              "there is none for any backend")),
         (LAYOUT_SUPPLEMENT.format(shape=""),
          "Layout BACKEND_SPECIFIC but backend CPU gives no SupplementalOpDef Layout for it"),
     ],
@@ -342,8 +342,8 @@ def _package_with_rule(tmp_path: Path, rule: str) -> Path:
         ('("Scale", "z")', "replacement variable 'z' is not bound by the pattern"),
         ('("NoSuchOp", "x")', "'NoSuchOp' is neither an NNAPI operation nor one of package"),
         # a cross-package name in the pattern (HTP syntax): refused, not silently unmatched
-        ("CROSS", "pattern operation 'OtherPkg::MyScale' names package 'OtherPkg'; a rule may "
-                  "name NNAPI operations and operations of its own package 'RulePkg' only"),
+        ("CROSS", ("pattern operation 'OtherPkg::MyScale' names package 'OtherPkg'; a rule "
+                   "may name NNAPI operations and operations of its own package 'RulePkg' only")),
     ],
 )  # fmt: skip
 def test_bad_rules_refused_when_the_package_loads(
@@ -624,8 +624,8 @@ def test_client_returns_extension_typed_outputs(wide_server, path: str) -> None:
     ("dtypes", "fragment"),
     [
         (None, "has no numpy layout: pass output_dtypes=[...] with its element dtype at index 0"),
-        ([np.int32], "8 byte(s) per element as the device lists it (getSupportedExtensions); "
-                     "output_dtypes[0] int32 has 4"),
+        ([np.int32], ("8 byte(s) per element as the device lists it (getSupportedExtensions); "
+                      "output_dtypes[0] int32 has 4")),
         (["no-such-type"], "output_dtypes[0]: 'no-such-type' is not a numpy dtype"),
         ([object], "output_dtypes[0]: object is not a fixed-size number type"),
         ([np.int64, np.int64], "the model has 1 outputs; output_dtypes has 2 entries"),

@@ -332,8 +332,10 @@ SEED_KERNELS = {
     "seed_snpe.xml": ("op_name", "def op_name(x, *, param=None):\n    return x * 2\n"),
     "seed_udo.json": (
         "my_custom_op",
-        "def my_custom_op(in_0, in_1, *, scalar_param_1=0, tensor_param_1=None):\n"
-        "    return in_0.copy(), in_1 + 1\n",
+        (
+            "def my_custom_op(in_0, in_1, *, scalar_param_1=0, tensor_param_1=None):\n"
+            "    return in_0.copy(), in_1 + 1\n"
+        ),
     ),
 }
 
