@@ -485,11 +485,21 @@ def test_vectors_progress_only_on_a_terminal_and_not_with_quiet():
 def test_stress_shows_its_progress_on_a_terminal():
     argv = ["stress", "--clients", "1", "--executions", "0", "--duration", "4", "--warmup", "1"]
     code, out, err = _run_with_stderr_on_a_tty(argv, timeout=240)
-    assert code == 0, f"exit {code}\nstdout:\n{out}\nstderr:\n{err}"  # whole: the verdict
+    _assert_a_whole_run(code, out, err)
     assert "nnhal stress: warm-up" in err and "nnhal stress: measured round: " in err, err
     assert re.search(r"measured round: \d+ s of 4, [01]/1 clients done", err), err
     code, out, err = _run_with_stderr_on_a_tty([*argv, "--quiet"], timeout=240)
-    assert code == 0 and "measured round" not in err
+    _assert_a_whole_run(code, out, err)
+    assert "measured round" not in err
+
+
+def _assert_a_whole_run(code: int, out: str, err: str) -> None:
+    """The run went to its end and printed its report. Its verdict (exit 0 or 1) is
+    test_stress.py's subject, not this one's: on a machine starved by other jobs a
+    4-second run may find a lease taken for dead, which is a finding, not a crash."""
+    whole = f"exit {code}\nstdout:\n{out}\nstderr:\n{err}"
+    assert code in (0, 1), whole
+    assert "server resources" in out and ("\nOK: " in out or "\nFAILED: " in out), whole
 
 
 def test_status_line_throttles_but_shows_each_phase():
