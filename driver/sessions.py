@@ -108,9 +108,13 @@ class SessionTable:
         if session is None:
             return
         with self._cond:
-            lease = self._lease_s.setdefault(session, DEFAULT_LEASE_MS / 1000)
-            self._expiry[session] = time.monotonic() + lease
-            self._start_reaper()
+            self._renew(session)
+
+    def _renew(self, session: str) -> None:
+        """Renew ``session``'s lease, opening it with the default (the lock held)."""
+        lease = self._lease_s.setdefault(session, DEFAULT_LEASE_MS / 1000)
+        self._expiry[session] = time.monotonic() + lease
+        self._start_reaper()
 
     def end(self, session: str, reason: str = "the client ended its session") -> int:
         """Close ``session`` now: cancel its executions, release its objects."""
@@ -146,9 +150,7 @@ class SessionTable:
         """A call of ``session`` is being served (``in_call``, without a context manager:
         every HAL call of a client with a session passes here, under one lock)."""
         with self._lock:
-            lease = self._lease_s.setdefault(session, DEFAULT_LEASE_MS / 1000)
-            self._expiry[session] = time.monotonic() + lease
-            self._start_reaper()
+            self._renew(session)
             self._calls[session] = self._calls.get(session, 0) + 1
 
     def call_ended(self, session: str) -> None:
@@ -181,9 +183,7 @@ class SessionTable:
         """An execution of ``session`` runs (``running``, without a context manager):
         renew the lease, and let the session's end cancel it."""
         with self._lock:
-            lease = self._lease_s.setdefault(session, DEFAULT_LEASE_MS / 1000)
-            self._expiry[session] = time.monotonic() + lease
-            self._start_reaper()
+            self._renew(session)
             self._running.setdefault(session, set()).add(cancel)
 
     def untrack(self, session: str, cancel: Any) -> None:
