@@ -425,8 +425,8 @@ class HalMethod:
         """The reply to ``request``: never raises (a HalError is its status)."""
         if call is None or call.session is None:
             return self._served(servicer, call, request)
-        # the client is being served: its lease cannot run out meanwhile (sessions.in_call,
-        # without the context manager's cost on every call)
+        # the client is being served: its lease cannot run out meanwhile (a long call is no
+        # sign it went away); started / ended without a context manager on every call
         sessions, session = call.state.sessions, call.session
         sessions.call_started(session)
         try:

@@ -147,8 +147,9 @@ class SessionTable:
     # ---- calls in flight ----
 
     def call_started(self, session: str) -> None:
-        """A call of ``session`` is being served (``in_call``, without a context manager:
-        every HAL call of a client with a session passes here, under one lock)."""
+        """A call of ``session`` is being served: its lease cannot run out meanwhile (a long
+        call counts as activity); ``call_ended`` says when it is over. Every HAL call of a
+        client with a session passes here, under one lock."""
         with self._lock:
             self._renew(session)
             self._calls[session] = self._calls.get(session, 0) + 1
@@ -163,19 +164,6 @@ class SessionTable:
                 self._calls.pop(session, None)
             if session in self._lease_s:
                 self._expiry[session] = time.monotonic() + self._lease_s[session]
-
-    @contextlib.contextmanager
-    def in_call(self, session: str | None) -> Iterator[None]:
-        """A call of ``session`` is being served: its lease cannot run out meanwhile (a long
-        preparation is no sign the client went away), and it is renewed when the call ends."""
-        if session is None:
-            yield
-            return
-        self.call_started(session)
-        try:
-            yield
-        finally:
-            self.call_ended(session)
 
     # ---- executions ----
 
