@@ -235,6 +235,7 @@ def test_nnhal_cli_does_not_import_cts_at_import_time():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+@pytest.mark.slow  # a whole nnhal cts session in a child process
 @pytest.mark.timeout(180)
 def test_nnhal_cts_command(tmp_path, capsys, monkeypatch):
     from nnhal.tools.cli import main

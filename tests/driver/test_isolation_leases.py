@@ -59,6 +59,7 @@ def tiny_server():
         server.stop(None).wait()
 
 
+@pytest.mark.slow  # waits out leases and stream timeouts on the wall clock
 def test_no_lease_runs_out_while_calls_wait_for_a_thread(tiny_server):
     address, state = tiny_server
     # a 1 s lease (renewed every ~0.33 s when the client gets to run): well under
@@ -86,6 +87,7 @@ def test_no_lease_runs_out_while_calls_wait_for_a_thread(tiny_server):
         client.close()
 
 
+@pytest.mark.slow  # waits out leases and stream timeouts on the wall clock
 def test_a_long_call_keeps_its_session_without_renewals(tiny_server):
     address, state = tiny_server
     session = "long-call-session"

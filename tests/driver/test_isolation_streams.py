@@ -98,6 +98,7 @@ def small_server():
         server.stop(None).wait()
 
 
+@pytest.mark.slow  # waits out leases and stream timeouts on the wall clock
 def test_per_client_and_server_budgets(small_server):
     server, address = small_server
     gate = server.guard.streams
@@ -142,6 +143,7 @@ def test_per_client_and_server_budgets(small_server):
             c.close()
 
 
+@pytest.mark.slow  # waits out leases and stream timeouts on the wall clock
 def test_refusal_message_names_the_budget(small_server):
     _server, address = small_server
     channel = grpc.insecure_channel(address)
