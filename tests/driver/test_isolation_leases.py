@@ -4,7 +4,7 @@
 - a session with a call being served (a long preparation) keeps its objects even
   when nothing renews it meanwhile, and its lease restarts when the call ends;
 - (slow) a compile-heavy preparation over gRPC on a real ``nnhal serve``, far
-  longer than the client's 2 s lease, keeps the client's objects.
+  longer than the client's 5 s lease, keeps the client's objects.
 """
 
 from __future__ import annotations
@@ -146,15 +146,22 @@ def chain_model(n: int):
 def test_a_compile_heavy_preparation_keeps_the_clients_objects(tmp_path):
     from test_isolation_streams import serve_process
 
-    proc, address, token = serve_process(tmp_path)
+    limits = ("--limit", "max_operations=100000", "--limit", "max_operands=100010")
+    proc, address, token = serve_process(tmp_path, *limits)
     try:
-        with connect(address, lease_s=2.0, security=ClientSecurity(token=token)) as dev:
+        # The lease restarts when the preparation's call ends; the client's next call must
+        # come within it. Freeing a large model on both sides lies in that gap, and on a
+        # heavily oversubscribed machine a 2 s lease was seen to run out there (the
+        # preparation took 12.5 s). 5 s leaves room for that; 100,000 operations keep the
+        # preparation about twice as long on an idle machine (about 0.1 ms per operation).
+        lease_s = 5.0
+        with connect(address, lease_s=lease_s, security=ClientSecurity(token=token)) as dev:
             small = dev.prepareModel_1_3(add_model())
             fence = control.create_fence(dev)
             t0 = time.monotonic()
-            big = dev.prepareModel_1_3(chain_model(20_000))
+            big = dev.prepareModel_1_3(chain_model(100_000))
             took = time.monotonic() - t0
-            print(f"compile-heavy preparation: {took:.1f} s with a 2 s lease")
+            print(f"compile-heavy preparation: {took:.1f} s with a {lease_s:.0f} s lease")
             np.testing.assert_array_equal(small.execute([X, X]).outputs[0], X + X)
             assert control.wait_fence(dev, fence) == "ACTIVE"
             assert big.execute([X]).outputs[0].shape == (2,)
