@@ -9,9 +9,10 @@ runs ``validate_request`` for a layout the prepared model has not accepted
 before and remembers the verdict, so that each layout is validated once.
 ``validate_request`` is a function of the arguments, the pools' kinds and
 sizes (a shared segment's name only by being empty, a token by its value) and
-``allow_unspecified_output``: exactly what the memo's key holds. The memo
-lives on the ``PreparedModel`` (``request_layouts``, at most ``MAX_LAYOUTS``
-entries: emptied when full).
+``allow_unspecified_output``: exactly what the memo's key holds (``pools_key``:
+what it reads of the pools). The memo lives on the ``PreparedModel``
+(``request_layouts``, at most ``MAX_LAYOUTS`` entries: emptied when full); the
+service keeps its execution plans there too (``nnhal.driver.execution_plans``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from nnhal.validation import validate_request
 MAX_LAYOUTS = 256
 
 
-def _remember(memo: dict[Hashable, Any], key: Hashable, value: Any) -> None:
+def remember(memo: dict[Hashable, Any], key: Hashable, value: Any) -> None:
+    """``memo[key] = value`` in a prepared model's memo, bounded by ``MAX_LAYOUTS``."""
     if len(memo) >= MAX_LAYOUTS:
         memo.clear()  # a client that never repeats itself: no memo rather than a big one
     memo[key] = value
@@ -46,7 +48,7 @@ def decode_request(prepared: Any, message: Any, *, v1_0: bool = False) -> tuple[
             tuple([request_argument_from_pb(a) for a in inputs]),
             tuple([request_argument_from_pb(a) for a in outputs]),
         )
-        _remember(memo, key, arguments)
+        remember(memo, key, arguments)
     decode = memory_from_pb if v1_0 else memory_pool_from_pb
     # an inline pool, the common one, is decoded here (both decoders read it alike)
     pools = tuple(
@@ -62,7 +64,7 @@ def decode_request(prepared: Any, message: Any, *, v1_0: bool = False) -> tuple[
 _SERIALIZE = tpb.RequestArgument.SerializeToString
 
 
-def _pools_key(pools: Sequence[MemoryPool]) -> tuple[Any, ...]:
+def pools_key(pools: Sequence[MemoryPool]) -> tuple[Any, ...]:
     """What validate_request reads of the pools."""
     out: list[Any] = []
     for pool in pools:
@@ -87,8 +89,8 @@ def validate_once(
         validate_request(request, prepared.model, allow_unspecified_output=allow_unspecified_output)
         return
     memo: dict[Hashable, Any] = prepared.request_layouts
-    key = ("valid", arguments_key, _pools_key(request.pools), allow_unspecified_output)
+    key = ("valid", arguments_key, pools_key(request.pools), allow_unspecified_output)
     if key in memo:
         return
     validate_request(request, prepared.model, allow_unspecified_output=allow_unspecified_output)
-    _remember(memo, key, True)
+    remember(memo, key, True)

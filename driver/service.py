@@ -42,6 +42,14 @@ import grpc
 from nnhal.driver._service_support import Call, Devices, HalMethod, ServiceState, hal_method
 from nnhal.driver.buffers import TokenPools
 from nnhal.driver.burst import BurstSession
+from nnhal.driver.execution_plans import (
+    execute_reply,
+    find_plan,
+    output_pool_indexes,
+    plan_key,
+    remember_plan,
+    run_planned,
+)
 from nnhal.driver.executor.model import Cancel
 from nnhal.driver.fences import ACTIVE, ERROR, Fence, launch
 from nnhal.driver.limits import check_request_pools
@@ -60,7 +68,6 @@ from nnhal._proto.v1_3 import prepared_model_pb2_grpc as pgrpc
 from nnhal._proto.v1_3 import types_pb2 as tpb
 from nnhal.errors import GeneralFailure, HalError, InvalidArgument, OutputInsufficientSize
 from nnhal.types import (
-    NO_TIMING,
     DeviceStatus,
     ErrorStatus,
     ExecutionPreference,
@@ -79,7 +86,6 @@ log = logging.getLogger("nnhal.driver.service")
 #: takes its limit from the devices' ``max_message_bytes``, ``nnhal.driver.limits.grpc_options``).
 GRPC_OPTIONS = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
 _NONE = ErrorStatus.NONE
-_NO_TIMING_PB = cv.timing_to_pb(NO_TIMING)  # copied into each reply, never changed
 #: waitFence checks this often whether its caller is still there
 _WAIT_SLICE_S = 0.1
 
@@ -355,15 +361,6 @@ class DeviceServicer(dgrpc.IDeviceServicer):
 # ---------------------------------------------------------------------------
 
 
-def _output_pool_indexes(request: Request) -> list[int]:
-    indexes = {
-        arg.location.poolIndex
-        for arg in request.outputs
-        if not arg.hasNoValue and arg.location.poolIndex < len(request.pools)
-    }
-    return sorted(i for i in indexes if isinstance(request.pools[i], InlineMemory))
-
-
 def _check_fenced_outputs(model: Model, request: Request) -> None:
     """executeFenced has no dynamic output shapes: every output must be fully specified."""
     main = model.main
@@ -403,19 +400,29 @@ def execute(
     otherwise the execution takes a slot (``max_concurrent_executions``) here.
     ``caller``: the client (``client_key``) whose driver buffers the request may name.
     ``layout``: the request's key from ``request_layouts.decode_request`` (validated once
-    per layout); None: validated here without a memo.
+    per layout, and run by its plan once one is kept: ``execution_plans``); None:
+    validated here without a memo.
     """
     if validated:
         return _execute(
             state, prepared, request, measure, deadline_ns, loop_timeout_ns,
-            allow_unspecified_output, premapped, cancel, True, caller, layout,
+            allow_unspecified_output, premapped, cancel, True, caller, layout, None,
         )  # fmt: skip
+    plan = None
+    if layout is not None:
+        plan = plan_key(layout, request, allow_unspecified_output)
+        found = find_plan(prepared, plan, state.limits)
+        if found is not None:  # this layout passed the checks below before
+            return run_planned(
+                state, prepared, found, request, measure, deadline_ns, loop_timeout_ns,
+                premapped, cancel,
+            )  # fmt: skip
     check_request_pools(request, state.limits)
     state.executions.acquire()
     try:
         return _execute(
             state, prepared, request, measure, deadline_ns, loop_timeout_ns,
-            allow_unspecified_output, premapped, cancel, False, caller, layout,
+            allow_unspecified_output, premapped, cancel, False, caller, layout, plan,
         )  # fmt: skip
     finally:
         state.executions.release()
@@ -434,7 +441,10 @@ def _execute(
     validated: bool,
     caller: str | None,
     layout: Hashable | None,
+    plan: tuple | None,
 ) -> ppb.ExecuteReply:
+    """``execute`` past its slot; ``plan``: the key under which to keep the request's
+    plan once it has passed the checks (None: keep none)."""
     tokens = None
     if TokenMemory in map(type, request.pools):
         # as the sample driver: validateRequest (token 0 is INVALID_ARGUMENT, VTS
@@ -451,6 +461,10 @@ def _execute(
     with MappedPools(request.pools, premapped) as mapped:
         if not validated:  # after mapping, as the sample driver
             validate_once(prepared, request, layout, allow_unspecified_output)
+            if plan is not None and tokens is None:
+                # validated, and its pools checked by ``execute``: the next request of
+                # this layout skips both (driver buffers are checked on every call)
+                remember_plan(prepared, plan, request, state.limits)
         try:
             shapes, timing = prepared.execute(
                 request,
@@ -476,17 +490,7 @@ def _execute(
             raise
         if tokens is not None:
             tokens.finish(shapes)
-        # built in place: sub-messages handed to a constructor would be copied
-        reply = ppb.ExecuteReply(
-            status=_NONE, timing=_NO_TIMING_PB if timing is NO_TIMING else cv.timing_to_pb(timing)
-        )
-        add_pool = reply.outputPools.add
-        for i in _output_pool_indexes(request):
-            add_pool(poolIndex=i, data=bytes(mapped.views[i]))
-    add_shape = reply.outputShapes.add
-    for shape in shapes:
-        add_shape(dimensions=shape.dimensions, isSufficient=shape.isSufficient)
-    return reply
+        return execute_reply(shapes, timing, mapped.views, output_pool_indexes(request))
 
 
 @contextlib.contextmanager
