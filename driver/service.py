@@ -538,23 +538,26 @@ def _run(
     state = call.state
     prepared = state.prepared_models.get(request.preparedModel, None, call.caller)
     hal_request, layout = decode_request(prepared, request.request, v1_0=v1_0)
-    args = {
-        "measure": measure,
-        "deadline_ns": deadline_ns,
-        "loop_timeout_ns": loop_timeout_ns,
-        "caller": call.caller,
-        "layout": layout,
-    }
+    # execute() would find the plan too: looked up here, its arguments are not built
+    plan = find_plan(prepared, plan_key(layout, hal_request, True), state.limits)
     cancel = _cancel_with_call(call.context)
     session = call.session
-    if session is None:
-        return execute(state, prepared, hal_request, cancel=cancel, **args)
-    # cancellable(), without the context manager's cost on every call
-    state.sessions.track(session, cancel)
+    if session is not None:
+        # cancellable(), without the context manager's cost on every call
+        state.sessions.track(session, cancel)
     try:
-        return execute(state, prepared, hal_request, cancel=cancel, **args)
+        if plan is not None:
+            return run_planned(
+                state, prepared, plan, hal_request, measure, deadline_ns, loop_timeout_ns,
+                None, cancel,
+            )  # fmt: skip
+        return execute(
+            state, prepared, hal_request, measure=measure, deadline_ns=deadline_ns,
+            loop_timeout_ns=loop_timeout_ns, cancel=cancel, caller=call.caller, layout=layout,
+        )  # fmt: skip
     finally:
-        state.sessions.untrack(session, cancel)
+        if session is not None:
+            state.sessions.untrack(session, cancel)
 
 
 # ---------------------------------------------------------------------------
