@@ -50,10 +50,13 @@ def decode_request(prepared: Any, message: Any, *, v1_0: bool = False) -> tuple[
         )
         remember(memo, key, arguments)
     decode = memory_from_pb if v1_0 else memory_pool_from_pb
-    # an inline pool, the common one, is decoded here (both decoders read it alike)
+    # an inline pool, the common one, is decoded here (both decoders read it alike); one
+    # with bytes is inline without asking the oneof which member is set
     pools = tuple(
         [
-            InlineMemory(p.inlineData) if p.WhichOneof("memory") == "inlineData" else decode(p)
+            InlineMemory(data)
+            if (data := p.inlineData) or p.WhichOneof("memory") == "inlineData"
+            else decode(p)
             for p in message.pools
         ]
     )

@@ -88,13 +88,29 @@ def _timing(reply: Any, field: str = "timing") -> Timing:
     return cv.timing_from_pb(msg)
 
 
+#: the output shapes of recent replies by their values (OutputShape is immutable): a client
+#: reads the same shapes reply after reply; at most ``_SHAPES_KEPT``, emptied when full
+_SHAPES: dict[tuple[tuple[tuple[int, ...], bool], ...], tuple[OutputShape, ...]] = {}
+_SHAPES_KEPT = 256
+
+
+def _output_shapes(reply: Any) -> tuple[OutputShape, ...]:
+    """``cv.output_shape_from_pb`` of every output shape of ``reply``, inline: once per
+    execution."""
+    key = tuple([(tuple(s.dimensions), s.isSufficient) for s in reply.outputShapes])
+    shapes = _SHAPES.get(key)
+    if shapes is None:
+        if len(_SHAPES) >= _SHAPES_KEPT:
+            _SHAPES.clear()
+        shapes = _SHAPES[key] = tuple([OutputShape(dims, ok) for dims, ok in key])
+    return shapes
+
+
 def _request_result(reply: Any) -> RequestResult:
     return RequestResult(
-        outputShapes=tuple(
-            [OutputShape(tuple(s.dimensions), s.isSufficient) for s in reply.outputShapes]
-        ),  # cv.output_shape_from_pb, inline: once per output of every execution
-        timing=_timing(reply),
-        pools={p.poolIndex: bytes(p.data) for p in reply.outputPools},
+        _output_shapes(reply),
+        _timing(reply),
+        {p.poolIndex: bytes(p.data) for p in reply.outputPools},
     )
 
 
