@@ -65,10 +65,10 @@ class Burst:
             pools = tuple(InlineMemory(b"") if k >= 0 else p for k, p in zip(slots, request.pools))
             request = dataclasses.replace(request, pools=pools)
         # filled in place (request_to_v1_0_pb and BurstSlots, without their copies)
-        message = ppb.ExecuteRequest_1_2(preparedModel=self.prepared.id, measure=_measure(measure))
-        self.prepared._encoder.fill(message.request, request, v1_0=True)
-        message.slots.SetInParent()
-        message.slots.poolSlots.extend(slots)
+        message = ppb.ExecuteRequest_1_2()
+        self.prepared._encoder.fill_burst_execution(
+            message, self.prepared.id, _measure(measure), request, slots
+        )
         return self._send(message)
 
     def register(self, memory: InlineMemory | SharedMemory, slot: int | None = None) -> int:

@@ -422,12 +422,15 @@ class RequestEncoder:
     next message: it is found by identity, and the entry holds the argument tuples it
     was made from (immutable, and alive while the entry is), so it only ever serves
     those very arguments. Safe across threads (an entry is replaced in one assignment).
-    ``fill_execution`` does the same for a whole execution message.
+    ``fill_execution`` and ``fill_burst_execution`` do the same for a whole execution
+    message, each with an entry of its own.
     """
 
     def __init__(self) -> None:
         self._last: tuple[Any, Any, type, bytes] | None = None
+        # one entry per message type: a client may alternate bursts and other executions
         self._last_execution: tuple[Any, Any, tuple[Any, ...], bytes] | None = None
+        self._last_burst: tuple[Any, Any, tuple[Any, ...], bytes] | None = None
 
     def fill(self, msg: Any, value: Request, *, v1_0: bool = False) -> None:
         """``msg``: an empty ``Request`` message (``V1_0.Request`` with ``v1_0``)."""
@@ -473,6 +476,31 @@ class RequestEncoder:
             msg.loopTimeoutDuration.SetInParent()
             self._last_execution = (inputs, outputs, fixed, msg.SerializeToString())
         _fill_pools(msg.request, value.pools, False)
+
+    def fill_burst_execution(
+        self, msg: Any, prepared_model: int, measure: int, value: Request, pool_slots: Any = ()
+    ) -> None:
+        """An empty ``ExecuteRequest_1_2`` ``msg`` of a burst, filled as the message built
+        with ``preparedModel``, ``measure``, ``request=request_to_v1_0_pb(value)`` and
+        ``slots=BurstSlots(poolSlots=pool_slots)``. Without pool slots, all but the pools is
+        parsed back from the last such message of the same arguments, prepared model and
+        measure."""
+        if pool_slots:
+            msg.preparedModel, msg.measure = prepared_model, measure
+            self.fill(msg.request, value, v1_0=True)
+            msg.slots.poolSlots.extend(pool_slots)
+            return
+        inputs, outputs = value.inputs, value.outputs
+        fixed = (type(msg), prepared_model, measure)
+        last = self._last_burst
+        if last is not None and last[0] is inputs and last[1] is outputs and last[2] == fixed:
+            msg.MergeFromString(last[3])
+        else:
+            msg.preparedModel, msg.measure = prepared_model, measure
+            _fill_arguments(msg.request, inputs, outputs)
+            msg.slots.SetInParent()  # present and empty, as BurstSlots()
+            self._last_burst = (inputs, outputs, fixed, msg.SerializeToString())
+        _fill_pools(msg.request, value.pools, True)
 
 
 def _fill_arguments(msg: Any, inputs: Any, outputs: Any) -> None:

@@ -113,3 +113,23 @@ def test_execution_messages_as_built_field_by_field() -> None:
         encoder.fill_execution(msg, prepared_model, measure, request, deadline, timeout)
         built = _execution(prepared_model, measure, request, deadline, timeout)
         assert msg.SerializeToString() == built.SerializeToString()
+
+
+def test_burst_execution_messages_as_built_field_by_field() -> None:
+    """Bursts and other executions alternate on one encoder, each served its own entry."""
+    encoder = cv.RequestEncoder()
+    calls = [(7, 0, A, ()), (7, 0, A, ()), (7, 1, A, ()), (7, 1, B, ()), (7, 1, B, (3,))]
+    calls += [(8, 1, B, ()), (7, 0, A, (-1, 2)), (7, 0, A, ())]
+    for prepared_model, measure, request, slots in calls:
+        msg = ppb.ExecuteRequest_1_2()
+        encoder.fill_burst_execution(msg, prepared_model, measure, request, slots)
+        built = ppb.ExecuteRequest_1_2(
+            preparedModel=prepared_model,
+            measure=measure,
+            request=legacy.request_to_v1_0_pb(request),
+            slots=ppb.BurstSlots(poolSlots=list(slots)),
+        )
+        assert msg.SerializeToString() == built.SerializeToString()
+        unary = ppb.ExecuteRequest_1_3()
+        encoder.fill_execution(unary, prepared_model, measure, request)
+        assert unary == _execution(prepared_model, measure, request)

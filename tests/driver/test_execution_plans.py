@@ -188,3 +188,22 @@ def test_a_planned_layout_skips_only_the_checks_it_passed(monkeypatch) -> None:
     assert calls == ["p", "v"]
     _execute(prepared, _request(pool1=12))  # a larger output pool: another layout
     assert calls == ["p", "v", "p", "v"]
+
+
+def test_a_burst_runs_by_the_plan_and_still_refuses_what_differs(serving) -> None:
+    client, state = serving
+    prepared = client.prepareModel_1_3(add_model())
+    summed = np.array([2.0, 4.0], np.float32).tobytes()
+    with prepared.burst() as burst:
+        assert burst.execute_request(_request()).pools[1] == summed
+        assert burst.execute_request(_request()).pools[1] == summed  # by the plan
+        assert len(_plans(state.prepared_models.peek(prepared.id))) == 1
+        with pytest.raises(InvalidArgument, match="outside pool 0"):
+            burst.execute_request(_request(pool0=TWO + TWO[:4]))
+        # pool 0 from a memory slot of the same size: the same layout, by the plan
+        slot = burst.register(InlineMemory(TWO + TWO))
+        assert burst.execute_request(_request(), slots=(slot, -1)).pools[1] == summed
+        short = burst.register(InlineMemory(TWO))
+        with pytest.raises(InvalidArgument, match="outside pool 0"):
+            burst.execute_request(_request(), slots=(short, -1))
+        assert burst.execute_request(_request()).pools[1] == summed
