@@ -543,8 +543,9 @@ def _run(
     cancel = _cancel_with_call(call.context)
     session = call.session
     if session is not None:
-        # cancellable(), without the context manager's cost on every call
-        state.sessions.track(session, cancel)
+        # cancellable(), without the context manager's cost on every call (hal_method's
+        # call_started has renewed the lease)
+        state.sessions.track_in_call(session, cancel)
     try:
         if plan is not None:
             return run_planned(
