@@ -76,16 +76,18 @@ class BurstSession:
         """One message -> one ExecuteReply (HalErrors propagate to the caller's hal_method)."""
         self._bind(message.preparedModel)
         slots = message.slots
-        for slot in slots.free:
-            self._free(slot)
-        if slots.add:  # most messages add no slot: no sorted copy of an empty map
-            for slot, memory in sorted(slots.add.items()):
-                self._add(slot, memory)
+        named = slots.ByteSize() != 0  # most messages free, add and name no slot at all
+        if named:
+            for slot in slots.free:
+                self._free(slot)
+            if slots.add:  # no sorted copy of an empty map
+                for slot, memory in sorted(slots.add.items()):
+                    self._add(slot, memory)
         if not message.HasField("request"):
             return ppb.ExecuteReply(status=ErrorStatus.NONE, timing=cv.timing_to_pb(NO_TIMING))
         request, layout = decode_request(self.prepared, message.request, v1_0=True)
         premapped: dict[int, memoryview] = {}
-        if slots.poolSlots:
+        if named and slots.poolSlots:
             if len(slots.poolSlots) != len(request.pools):
                 raise InvalidArgument(
                     f"burst: poolSlots has {len(slots.poolSlots)} entries; the request has "
