@@ -4,7 +4,8 @@ Clients send the same request layout again and again: the same arguments
 (pool, offset, length, dimensions of each input and output) and pools of the
 same kinds and sizes, only the bytes differ. ``decode_request`` turns a
 request message into a ``nnhal.types.Request``, reusing the decoded arguments
-of an identical layout (keyed by their serialized bytes); ``validate_once``
+of an identical layout (keyed by their serialized bytes; the last ones are
+found by comparing the messages, which upb does on their bytes too); ``validate_once``
 runs ``validate_request`` for a layout the prepared model has not accepted
 before and remembers the verdict, so that each layout is validated once.
 ``validate_request`` is a function of the arguments, the pools' kinds and
@@ -41,14 +42,24 @@ def decode_request(prepared: Any, message: Any, *, v1_0: bool = False) -> tuple[
     key for ``validate_once``."""
     memo: dict[Hashable, Any] = prepared.request_layouts
     inputs, outputs = message.inputs, message.outputs
-    key = (tuple(map(_SERIALIZE, inputs)), tuple(map(_SERIALIZE, outputs)))
-    arguments = memo.get(key)
-    if arguments is None:
-        arguments = (
-            tuple([request_argument_from_pb(a) for a in inputs]),
-            tuple([request_argument_from_pb(a) for a in outputs]),
-        )
-        remember(memo, key, arguments)
+    last = memo.get(_LAST)
+    if last is not None and inputs == last[0] and outputs == last[1]:
+        # the arguments of the last request, compared as messages (in C, as their bytes):
+        # its key and decoded arguments, without serializing and hashing them again
+        key, arguments = last[2], last[3]
+    else:
+        key = (tuple(map(_SERIALIZE, inputs)), tuple(map(_SERIALIZE, outputs)))
+        arguments = memo.get(key)
+        if arguments is None:
+            arguments = (
+                tuple([request_argument_from_pb(a) for a in inputs]),
+                tuple([request_argument_from_pb(a) for a in outputs]),
+            )
+            remember(memo, key, arguments)
+        kept = tpb.Request()  # a copy: the message itself holds the pools' bytes
+        kept.inputs.extend(inputs)
+        kept.outputs.extend(outputs)
+        remember(memo, _LAST, (kept.inputs, kept.outputs, key, arguments))
     decode = memory_from_pb if v1_0 else memory_pool_from_pb
     # an inline pool, the common one, is decoded here (both decoders read it alike); one
     # with bytes is inline without asking the oneof which member is set
@@ -63,6 +74,8 @@ def decode_request(prepared: Any, message: Any, *, v1_0: bool = False) -> tuple[
     return Request(arguments[0], arguments[1], pools), key
 
 
+#: the memo's entry of the last arguments decoded: (their messages, key, arguments)
+_LAST = "last"
 #: RequestArgument.SerializeToString (the 1.3 and V1_0 requests share the message)
 _SERIALIZE = tpb.RequestArgument.SerializeToString
 
