@@ -5,7 +5,7 @@ Clients send the same request layout again and again: the same arguments
 same kinds and sizes, only the bytes differ. ``decode_request`` turns a
 request message into a ``nnhal.types.Request``, reusing the decoded arguments
 of an identical layout (keyed by their serialized bytes; the last ones are
-found by comparing the messages, which upb does on their bytes too); ``validate_once``
+found by comparing the argument messages, in C: equal messages decode alike); ``validate_once``
 runs ``validate_request`` for a layout the prepared model has not accepted
 before and remembers the verdict, so that each layout is validated once.
 ``validate_request`` is a function of the arguments, the pools' kinds and
@@ -44,8 +44,8 @@ def decode_request(prepared: Any, message: Any, *, v1_0: bool = False) -> tuple[
     inputs, outputs = message.inputs, message.outputs
     last = memo.get(_LAST)
     if last is not None and inputs == last[0] and outputs == last[1]:
-        # the arguments of the last request, compared as messages (in C, as their bytes):
-        # its key and decoded arguments, without serializing and hashing them again
+        # the arguments of the last request, compared as messages (in C; equal messages
+        # decode alike): its key and decoded arguments, without serializing and hashing
         key, arguments = last[2], last[3]
     else:
         key = (tuple(map(_SERIALIZE, inputs)), tuple(map(_SERIALIZE, outputs)))
