@@ -39,6 +39,7 @@ from nnhal.types import NO_TIMING, ErrorStatus, InlineMemory, OutputShape, Reque
 
 _NONE = ErrorStatus.NONE
 _NO_TIMING_PB = cv.timing_to_pb(NO_TIMING)  # copied into each reply, never changed
+_FROM_STRING = ppb.ExecuteReply.FromString
 
 
 class LayoutPlan:
@@ -125,11 +126,11 @@ def execute_reply(
     """The reply of a successful execution: status, shapes, timing, the output pools'
     contents. With a ``plan``, the fixed part is parsed from the bytes kept for the same
     shapes (the same message as built field by field)."""
-    reply = ppb.ExecuteReply()
     last = None if plan is None else plan._reply
     if last is not None and last[0] is shapes:
-        reply.MergeFromString(last[1])
+        reply = _FROM_STRING(last[1])
     else:
+        reply = ppb.ExecuteReply()
         # built in place: sub-messages handed to a constructor would be copied
         reply.status = _NONE
         add_shape = reply.outputShapes.add
