@@ -5,9 +5,10 @@ Clients send the same request layout again and again: the same arguments
 same kinds and sizes, only the bytes differ. ``decode_request`` turns a
 request message into a ``nnhal.types.Request``, reusing the decoded arguments
 of an identical layout (keyed by their serialized bytes; the last ones are
-found by comparing the argument messages, in C: equal messages decode alike); ``validate_once``
-runs ``validate_request`` for a layout the prepared model has not accepted
-before and remembers the verdict, so that each layout is validated once.
+found by comparing the argument messages, in C: equal messages decode alike);
+``validate_once`` runs ``validate_request`` for a layout the prepared model has
+not accepted before and remembers the verdict, so that each layout is validated
+once.
 ``validate_request`` is a function of the arguments, the pools' kinds and
 sizes (a shared segment's name only by being empty, a token by its value) and
 ``allow_unspecified_output``: exactly what the memo's key holds (``pools_key``:

@@ -408,13 +408,13 @@ def execute(
             state, prepared, request, measure, deadline_ns, loop_timeout_ns,
             allow_unspecified_output, premapped, cancel, True, caller, layout, None,
         )  # fmt: skip
-    plan = None
+    plan_at = None
     if layout is not None:
-        plan = plan_key(layout, request, allow_unspecified_output)
-        found = find_plan(prepared, plan, state.limits)
-        if found is not None:  # this layout passed the checks below before
+        plan_at = plan_key(layout, request, allow_unspecified_output)
+        plan = find_plan(prepared, plan_at, state.limits)
+        if plan is not None:  # this layout passed the checks below before
             return run_planned(
-                state, prepared, found, request, measure, deadline_ns, loop_timeout_ns,
+                state, prepared, plan, request, measure, deadline_ns, loop_timeout_ns,
                 premapped, cancel,
             )  # fmt: skip
     check_request_pools(request, state.limits)
@@ -422,7 +422,7 @@ def execute(
     try:
         return _execute(
             state, prepared, request, measure, deadline_ns, loop_timeout_ns,
-            allow_unspecified_output, premapped, cancel, False, caller, layout, plan,
+            allow_unspecified_output, premapped, cancel, False, caller, layout, plan_at,
         )  # fmt: skip
     finally:
         state.executions.release()
@@ -441,9 +441,9 @@ def _execute(
     validated: bool,
     caller: str | None,
     layout: Hashable | None,
-    plan: tuple | None,
+    plan_at: tuple | None,
 ) -> ppb.ExecuteReply:
-    """``execute`` past its slot; ``plan``: the key under which to keep the request's
+    """``execute`` past its slot; ``plan_at``: the key under which to keep the request's
     plan once it has passed the checks (None: keep none)."""
     tokens = None
     if TokenMemory in map(type, request.pools):
@@ -461,10 +461,10 @@ def _execute(
     with MappedPools(request.pools, premapped) as mapped:
         if not validated:  # after mapping, as the sample driver
             validate_once(prepared, request, layout, allow_unspecified_output)
-            if plan is not None and tokens is None:
+            if plan_at is not None and tokens is None:
                 # validated, and its pools checked by ``execute``: the next request of
                 # this layout skips both (driver buffers are checked on every call)
-                remember_plan(prepared, plan, request, state.limits)
+                remember_plan(prepared, plan_at, request, state.limits)
         try:
             shapes, timing = prepared.execute(
                 request,

@@ -96,6 +96,7 @@ _SHAPES_KEPT = 256
 #: the last shapes read: their messages (copied out of the reply, which may hold large
 #: pools) and values, replaced in one assignment (thread-safe)
 _last_shapes: tuple[Any, tuple[OutputShape, ...]] | None = None
+_REPLY_TYPE = ppb.ExecuteReply
 
 
 def _output_shapes(reply: Any) -> tuple[OutputShape, ...]:
@@ -115,9 +116,6 @@ def _output_shapes(reply: Any) -> tuple[OutputShape, ...]:
     kept.outputShapes.extend(messages)
     _last_shapes = (kept.outputShapes, shapes)
     return shapes
-
-
-_REPLY_TYPE = ppb.ExecuteReply
 
 
 def _request_result(reply: Any) -> RequestResult:
