@@ -20,6 +20,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from nnhal.driver.execution_plans import find_plan, plan_key, run_planned
 from nnhal.driver.memory import attach_shared_memory
 from nnhal.driver.request_layouts import decode_request
 
@@ -75,16 +76,18 @@ class BurstSession:
         """One message -> one ExecuteReply (HalErrors propagate to the caller's hal_method)."""
         self._bind(message.preparedModel)
         slots = message.slots
-        for slot in slots.free:
-            self._free(slot)
-        if slots.add:  # most messages add no slot: no sorted copy of an empty map
-            for slot, memory in sorted(slots.add.items()):
-                self._add(slot, memory)
+        named = slots.ByteSize() != 0  # most messages free, add and name no slot at all
+        if named:
+            for slot in slots.free:
+                self._free(slot)
+            if slots.add:  # no sorted copy of an empty map
+                for slot, memory in sorted(slots.add.items()):
+                    self._add(slot, memory)
         if not message.HasField("request"):
             return ppb.ExecuteReply(status=ErrorStatus.NONE, timing=cv.timing_to_pb(NO_TIMING))
         request, layout = decode_request(self.prepared, message.request, v1_0=True)
         premapped: dict[int, memoryview] = {}
-        if slots.poolSlots:
+        if named and slots.poolSlots:
             if len(slots.poolSlots) != len(request.pools):
                 raise InvalidArgument(
                     f"burst: poolSlots has {len(slots.poolSlots)} entries; the request has "
@@ -104,12 +107,20 @@ class BurstSession:
                 if view is not None:
                     premapped[p] = memoryview(view)  # a per-call view of the cached mapping
             request = dataclasses.replace(request, pools=tuple(pools))
+        measure = message.measure == tpb.MEASURE_TIMING_YES
+        # the service's execute() would find the plan too: here without its arguments
+        plan = find_plan(self.prepared, plan_key(layout, request, True), self.state.limits)
+        if plan is not None:  # no deadline and no loop timeout in a burst: the defaults
+            return run_planned(
+                self.state, self.prepared, plan, request, measure, None, None,
+                premapped or None, self.cancel,
+            )  # fmt: skip
         # The HAL burst carries no deadline and no loop timeout: the default applies.
         return self._execute(
             self.state,
             self.prepared,
             request,
-            measure=message.measure == tpb.MEASURE_TIMING_YES,
+            measure=measure,
             premapped=premapped or None,
             cancel=self.cancel,
             caller=self.caller,

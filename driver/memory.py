@@ -160,9 +160,15 @@ class MappedPools:
         self.pools = tuple(pools)
         self.views: list[memoryview] = []
         premapped = premapped or {}
+        views = self.views
         try:
             for p, pool in enumerate(self.pools):
-                self.views.append(premapped[p] if p in premapped else map_pool(pool))
+                if p in premapped:
+                    views.append(premapped[p])
+                elif type(pool) is InlineMemory:  # map_pool's first case, the common one
+                    views.append(memoryview(bytearray(pool.data)))
+                else:
+                    views.append(map_pool(pool))
         except BaseException:
             self.close()
             raise

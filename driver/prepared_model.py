@@ -348,12 +348,13 @@ def _read(step: _Read | None, views: Sequence[memoryview]) -> np.ndarray | None:
             f"{step.spec.label('input')}: bytes {offset}..{offset + need} are outside "
             f"pool {step.pool} ({view.nbytes} bytes)"
         )
-    if step.boolean:
-        array = np.frombuffer(view, dtype=np.uint8, count=step.count, offset=offset) != 0
-    else:
-        array = np.frombuffer(view, dtype=step.dtype, count=step.count, offset=offset)
+    if not step.boolean:
+        # read-only from the start: the driver must not modify input memory (and one
+        # constructor call, where frombuffer, reshape and the flag were three)
+        return np.ndarray(step.dims, step.dtype, view.toreadonly(), offset)
+    array = np.frombuffer(view, dtype=np.uint8, count=step.count, offset=offset) != 0
     array = array.reshape(step.dims)
-    array.flags.writeable = False  # the driver must not modify input memory
+    array.flags.writeable = False
     return array
 
 

@@ -42,6 +42,14 @@ import grpc
 from nnhal.driver._service_support import Call, Devices, HalMethod, ServiceState, hal_method
 from nnhal.driver.buffers import TokenPools
 from nnhal.driver.burst import BurstSession
+from nnhal.driver.execution_plans import (
+    execute_reply,
+    find_plan,
+    output_pool_indexes,
+    plan_key,
+    remember_plan,
+    run_planned,
+)
 from nnhal.driver.executor.model import Cancel
 from nnhal.driver.fences import ACTIVE, ERROR, Fence, launch
 from nnhal.driver.limits import check_request_pools
@@ -60,7 +68,6 @@ from nnhal._proto.v1_3 import prepared_model_pb2_grpc as pgrpc
 from nnhal._proto.v1_3 import types_pb2 as tpb
 from nnhal.errors import GeneralFailure, HalError, InvalidArgument, OutputInsufficientSize
 from nnhal.types import (
-    NO_TIMING,
     DeviceStatus,
     ErrorStatus,
     ExecutionPreference,
@@ -79,7 +86,6 @@ log = logging.getLogger("nnhal.driver.service")
 #: takes its limit from the devices' ``max_message_bytes``, ``nnhal.driver.limits.grpc_options``).
 GRPC_OPTIONS = [("grpc.max_receive_message_length", -1), ("grpc.max_send_message_length", -1)]
 _NONE = ErrorStatus.NONE
-_NO_TIMING_PB = cv.timing_to_pb(NO_TIMING)  # copied into each reply, never changed
 #: waitFence checks this often whether its caller is still there
 _WAIT_SLICE_S = 0.1
 
@@ -355,15 +361,6 @@ class DeviceServicer(dgrpc.IDeviceServicer):
 # ---------------------------------------------------------------------------
 
 
-def _output_pool_indexes(request: Request) -> list[int]:
-    indexes = {
-        arg.location.poolIndex
-        for arg in request.outputs
-        if not arg.hasNoValue and arg.location.poolIndex < len(request.pools)
-    }
-    return sorted(i for i in indexes if isinstance(request.pools[i], InlineMemory))
-
-
 def _check_fenced_outputs(model: Model, request: Request) -> None:
     """executeFenced has no dynamic output shapes: every output must be fully specified."""
     main = model.main
@@ -403,19 +400,29 @@ def execute(
     otherwise the execution takes a slot (``max_concurrent_executions``) here.
     ``caller``: the client (``client_key``) whose driver buffers the request may name.
     ``layout``: the request's key from ``request_layouts.decode_request`` (validated once
-    per layout); None: validated here without a memo.
+    per layout, and run by its plan once one is kept: ``execution_plans``); None:
+    validated here without a memo.
     """
     if validated:
         return _execute(
             state, prepared, request, measure, deadline_ns, loop_timeout_ns,
-            allow_unspecified_output, premapped, cancel, True, caller, layout,
+            allow_unspecified_output, premapped, cancel, True, caller, layout, None,
         )  # fmt: skip
+    plan_at = None
+    if layout is not None:
+        plan_at = plan_key(layout, request, allow_unspecified_output)
+        plan = find_plan(prepared, plan_at, state.limits)
+        if plan is not None:  # this layout passed the checks below before
+            return run_planned(
+                state, prepared, plan, request, measure, deadline_ns, loop_timeout_ns,
+                premapped, cancel,
+            )  # fmt: skip
     check_request_pools(request, state.limits)
     state.executions.acquire()
     try:
         return _execute(
             state, prepared, request, measure, deadline_ns, loop_timeout_ns,
-            allow_unspecified_output, premapped, cancel, False, caller, layout,
+            allow_unspecified_output, premapped, cancel, False, caller, layout, plan_at,
         )  # fmt: skip
     finally:
         state.executions.release()
@@ -434,7 +441,10 @@ def _execute(
     validated: bool,
     caller: str | None,
     layout: Hashable | None,
+    plan_at: tuple | None,
 ) -> ppb.ExecuteReply:
+    """``execute`` past its slot; ``plan_at``: the key under which to keep the request's
+    plan once it has passed the checks (None: keep none)."""
     tokens = None
     if TokenMemory in map(type, request.pools):
         # as the sample driver: validateRequest (token 0 is INVALID_ARGUMENT, VTS
@@ -451,6 +461,10 @@ def _execute(
     with MappedPools(request.pools, premapped) as mapped:
         if not validated:  # after mapping, as the sample driver
             validate_once(prepared, request, layout, allow_unspecified_output)
+            if plan_at is not None and tokens is None:
+                # validated, and its pools checked by ``execute``: the next request of
+                # this layout skips both (driver buffers are checked on every call)
+                remember_plan(prepared, plan_at, request, state.limits)
         try:
             shapes, timing = prepared.execute(
                 request,
@@ -476,17 +490,7 @@ def _execute(
             raise
         if tokens is not None:
             tokens.finish(shapes)
-        # built in place: sub-messages handed to a constructor would be copied
-        reply = ppb.ExecuteReply(
-            status=_NONE, timing=_NO_TIMING_PB if timing is NO_TIMING else cv.timing_to_pb(timing)
-        )
-        add_pool = reply.outputPools.add
-        for i in _output_pool_indexes(request):
-            add_pool(poolIndex=i, data=bytes(mapped.views[i]))
-    add_shape = reply.outputShapes.add
-    for shape in shapes:
-        add_shape(dimensions=shape.dimensions, isSufficient=shape.isSufficient)
-    return reply
+        return execute_reply(shapes, timing, mapped.views, output_pool_indexes(request))
 
 
 @contextlib.contextmanager
@@ -534,23 +538,27 @@ def _run(
     state = call.state
     prepared = state.prepared_models.get(request.preparedModel, None, call.caller)
     hal_request, layout = decode_request(prepared, request.request, v1_0=v1_0)
-    args = {
-        "measure": measure,
-        "deadline_ns": deadline_ns,
-        "loop_timeout_ns": loop_timeout_ns,
-        "caller": call.caller,
-        "layout": layout,
-    }
+    # execute() would find the plan too: looked up here, its arguments are not built
+    plan = find_plan(prepared, plan_key(layout, hal_request, True), state.limits)
     cancel = _cancel_with_call(call.context)
     session = call.session
-    if session is None:
-        return execute(state, prepared, hal_request, cancel=cancel, **args)
-    # cancellable(), without the context manager's cost on every call
-    state.sessions.track(session, cancel)
+    if session is not None:
+        # cancellable(), without the context manager's cost on every call (hal_method's
+        # call_started has renewed the lease)
+        state.sessions.track_in_call(session, cancel)
     try:
-        return execute(state, prepared, hal_request, cancel=cancel, **args)
+        if plan is not None:
+            return run_planned(
+                state, prepared, plan, hal_request, measure, deadline_ns, loop_timeout_ns,
+                None, cancel,
+            )  # fmt: skip
+        return execute(
+            state, prepared, hal_request, measure=measure, deadline_ns=deadline_ns,
+            loop_timeout_ns=loop_timeout_ns, cancel=cancel, caller=call.caller, layout=layout,
+        )  # fmt: skip
     finally:
-        state.sessions.untrack(session, cancel)
+        if session is not None:
+            state.sessions.untrack(session, cancel)
 
 
 # ---------------------------------------------------------------------------

@@ -174,6 +174,12 @@ class SessionTable:
             self._renew(session)
             self._running.setdefault(session, set()).add(cancel)
 
+    def track_in_call(self, session: str, cancel: Any) -> None:
+        """``track`` for an execution inside a call of ``session`` between ``call_started``
+        and ``call_ended``: that renewed the lease, and holds it while the call lasts."""
+        with self._lock:
+            self._running.setdefault(session, set()).add(cancel)
+
     def untrack(self, session: str, cancel: Any) -> None:
         """The execution ``track`` announced has ended."""
         with self._lock:

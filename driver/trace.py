@@ -9,6 +9,11 @@ model's operations), ``status`` (the ErrorStatus name of the reply),
 driver), and when something was injected ``injected`` (the fault rule) and
 ``latency_us``. The last ``MAX_ENTRIES`` calls are kept; read them with
 ``INnhalControl.getTrace`` or ``nnhal trace ADDR``.
+
+Entries are built when the trace is read. A small request message (at most
+``DEFER_BYTES`` serialized, e.g. an execution with inline data of a small model)
+is kept as its bytes and summed up then, from the same fields; a larger one is
+summed up when recorded, so that the trace never holds large pools or models.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from typing import Any
 from nnhal.types import ErrorStatus, OperationType
 
 MAX_ENTRIES = 10000
+#: request messages up to this size are kept serialized and summed up when read: about
+#: the size of the summary itself, and one C call where the summary takes many
+DEFER_BYTES = 1024
 _SHORT = 8  # repeated scalars longer than this are shown as a count
 _DEPTH = 3  # nested messages deeper than this are shown by their type's name
 
@@ -131,9 +139,13 @@ class Trace:
         injected: Any = None,
         latency_us: float = 0.0,
     ) -> None:
-        """One call: ``request`` is its message (summed up now with ``brief``; the entry
-        itself is built when read)."""
-        row = (method, brief(request), started, ms, status, message, injected, latency_us)
+        """One call: ``request`` is its message (summed up with ``brief``: now, or when read
+        for a small one: module docstring); the entry itself is built when read."""
+        if request.ByteSize() <= DEFER_BYTES:
+            args: Any = (type(request), request.SerializeToString())
+        else:
+            args = brief(request)
+        row = (method, args, started, ms, status, message, injected, latency_us)
         with self._lock:
             self._entries.append((next(self._seq), row))
 
@@ -148,7 +160,7 @@ class Trace:
 def _entry(
     seq: int,
     method: str,
-    args: dict[str, Any],
+    args: dict[str, Any] | tuple[Any, bytes],
     started: float,
     ms: float,
     status: int,
@@ -156,6 +168,9 @@ def _entry(
     injected: Any,
     latency_us: float,
 ) -> dict[str, Any]:
+    if type(args) is tuple:  # a small request, kept serialized
+        message_type, data = args
+        args = brief(message_type.FromString(data))
     entry: dict[str, Any] = {
         "method": method,
         "args": args,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import queue
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import grpc
@@ -39,13 +39,11 @@ class Burst:
         self.prepared = prepared
         self._requests: queue.SimpleQueue = queue.SimpleQueue()
         self._lock = threading.Lock()
-        self._replies = prepared._stub.configureExecutionBurst(self._stream())
+        # the messages put in the queue until None: a C iterator, no generator frame to
+        # resume for every message
+        self._replies = prepared._stub.configureExecutionBurst(iter(self._requests.get, None))
         self._closed = False
         self._next_slot = 0
-
-    def _stream(self) -> Iterator[Any]:
-        while (message := self._requests.get()) is not None:
-            yield message
 
     def __enter__(self) -> Self:
         return self
@@ -65,10 +63,10 @@ class Burst:
             pools = tuple(InlineMemory(b"") if k >= 0 else p for k, p in zip(slots, request.pools))
             request = dataclasses.replace(request, pools=pools)
         # filled in place (request_to_v1_0_pb and BurstSlots, without their copies)
-        message = ppb.ExecuteRequest_1_2(preparedModel=self.prepared.id, measure=_measure(measure))
-        self.prepared._encoder.fill(message.request, request, v1_0=True)
-        message.slots.SetInParent()
-        message.slots.poolSlots.extend(slots)
+        message = ppb.ExecuteRequest_1_2()
+        self.prepared._encoder.fill_burst_execution(
+            message, self.prepared.id, _measure(measure), request, slots
+        )
         return self._send(message)
 
     def register(self, memory: InlineMemory | SharedMemory, slot: int | None = None) -> int:

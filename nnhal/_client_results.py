@@ -15,6 +15,7 @@ import grpc
 import numpy as np
 
 from nnhal import convert as cv
+from nnhal._proto.v1_3 import prepared_model_pb2 as ppb
 from nnhal._proto.v1_3 import types_pb2 as tpb
 from nnhal.errors import DeviceUnavailable, HalError, ResourceExhausted, error_from_status
 from nnhal.types import NO_TIMING, UINT64_MAX, ErrorStatus, OutputShape, Timing
@@ -88,13 +89,40 @@ def _timing(reply: Any, field: str = "timing") -> Timing:
     return cv.timing_from_pb(msg)
 
 
+#: the output shapes of recent replies by their values (OutputShape is immutable): a client
+#: reads the same shapes reply after reply; at most ``_SHAPES_KEPT``, emptied when full
+_SHAPES: dict[tuple[tuple[tuple[int, ...], bool], ...], tuple[OutputShape, ...]] = {}
+_SHAPES_KEPT = 256
+#: the last shapes read: their messages (copied out of the reply, which may hold large
+#: pools) and values, replaced in one assignment (thread-safe)
+_last_shapes: tuple[Any, tuple[OutputShape, ...]] | None = None
+_REPLY_TYPE = ppb.ExecuteReply
+
+
+def _output_shapes(reply: Any) -> tuple[OutputShape, ...]:
+    """``cv.output_shape_from_pb`` of every output shape of ``reply``, inline: once per
+    execution. Shapes equal to the last ones (compared as messages, in C) are those."""
+    global _last_shapes
+    messages, last = reply.outputShapes, _last_shapes
+    if last is not None and messages == last[0]:
+        return last[1]
+    key = tuple([(tuple(s.dimensions), s.isSufficient) for s in messages])
+    shapes = _SHAPES.get(key)
+    if shapes is None:
+        if len(_SHAPES) >= _SHAPES_KEPT:
+            _SHAPES.clear()
+        shapes = _SHAPES[key] = tuple([OutputShape(dims, ok) for dims, ok in key])
+    kept = _REPLY_TYPE()
+    kept.outputShapes.extend(messages)
+    _last_shapes = (kept.outputShapes, shapes)
+    return shapes
+
+
 def _request_result(reply: Any) -> RequestResult:
     return RequestResult(
-        outputShapes=tuple(
-            [OutputShape(tuple(s.dimensions), s.isSufficient) for s in reply.outputShapes]
-        ),  # cv.output_shape_from_pb, inline: once per output of every execution
-        timing=_timing(reply),
-        pools={p.poolIndex: bytes(p.data) for p in reply.outputPools},
+        _output_shapes(reply),
+        _timing(reply),
+        {p.poolIndex: p.data for p in reply.outputPools},  # bytes already
     )
 
 

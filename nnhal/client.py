@@ -480,10 +480,10 @@ class PreparedModel:
     ) -> RequestResult:
         """executeSynchronously_1_3 (or execute_1_3) of a ready Request."""
         # filled in place (request_to_pb and the optional_*_to_pb, without their copies)
-        message = ppb.ExecuteRequest_1_3(preparedModel=self.id, measure=_measure(measure))
-        self._encoder.fill(message.request, request)
-        cv.fill_time_point(message.deadline, deadline_ns)
-        cv.fill_timeout(message.loopTimeoutDuration, loop_timeout_ns)
+        message = ppb.ExecuteRequest_1_3()
+        self._encoder.fill_execution(
+            message, self.id, _measure(measure), request, deadline_ns, loop_timeout_ns
+        )
         method = self._stub.executeSynchronously_1_3 if synchronous else self._stub.execute_1_3
         return _request_result(_rpc(method, message))
 

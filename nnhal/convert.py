@@ -421,11 +421,16 @@ class RequestEncoder:
     its pools), so the encoding of the last arguments is kept and parsed back into the
     next message: it is found by identity, and the entry holds the argument tuples it
     was made from (immutable, and alive while the entry is), so it only ever serves
-    those very arguments. Safe across threads (the entry is replaced in one assignment).
+    those very arguments. Safe across threads (an entry is replaced in one assignment).
+    ``fill_execution`` and ``fill_burst_execution`` do the same for a whole execution
+    message, each with an entry of its own.
     """
 
     def __init__(self) -> None:
         self._last: tuple[Any, Any, type, bytes] | None = None
+        # one entry per message type: a client may alternate bursts and other executions
+        self._last_execution: tuple[Any, Any, tuple[Any, ...], bytes] | None = None
+        self._last_burst: tuple[Any, Any, tuple[Any, ...], bytes] | None = None
 
     def fill(self, msg: Any, value: Request, *, v1_0: bool = False) -> None:
         """``msg``: an empty ``Request`` message (``V1_0.Request`` with ``v1_0``)."""
@@ -434,29 +439,98 @@ class RequestEncoder:
         if last is not None and last[0] is inputs and last[1] is outputs and last[2] is type(msg):
             msg.MergeFromString(last[3])
         else:
-            for arguments, field in ((inputs, msg.inputs), (outputs, msg.outputs)):
-                add = field.add
-                for arg in arguments:
-                    loc = arg.location
-                    add(
-                        hasNoValue=arg.hasNoValue,
-                        location={
-                            "poolIndex": loc.poolIndex,
-                            "offset": loc.offset,
-                            "length": loc.length,
-                        },
-                        dimensions=list(arg.dimensions),
-                    )
+            _fill_arguments(msg, inputs, outputs)
             self._last = (inputs, outputs, type(msg), msg.SerializeToString())
-        add_pool, pools = msg.pools.add, msg.pools
-        for pool in value.pools:
-            if type(pool) is InlineMemory:
-                data = pool.data
-                add_pool(inlineData=data if type(data) is bytes else bytes(data))
-            elif v1_0:
-                pools.append(memory_to_pb(pool))
-            else:
-                pools.append(memory_pool_to_pb(pool))
+        _fill_pools(msg, value.pools, v1_0)
+
+    def fill_execution(
+        self,
+        msg: Any,
+        prepared_model: int,
+        measure: int,
+        value: Request,
+        deadline: OptionalTimePoint | int | None = None,
+        loop_timeout: OptionalTimeoutDuration | int | None = None,
+    ) -> None:
+        """An empty ``ExecuteRequest_1_3`` ``msg``, filled as the message built with
+        ``preparedModel``, ``measure``, ``request=request_to_pb(value)``,
+        ``deadline=optional_time_point_to_pb(deadline)`` and
+        ``loopTimeoutDuration=optional_timeout_to_pb(loop_timeout)``. Without a deadline
+        and a loop timeout (a deadline differs on every call), all but the pools is parsed
+        back from the last such message of the same arguments, prepared model and measure."""
+        if deadline is not None or loop_timeout is not None:
+            msg.preparedModel, msg.measure = prepared_model, measure
+            self.fill(msg.request, value)
+            fill_time_point(msg.deadline, deadline)
+            fill_timeout(msg.loopTimeoutDuration, loop_timeout)
+            return
+        inputs, outputs = value.inputs, value.outputs
+        fixed = (type(msg), prepared_model, measure)
+        last = self._last_execution
+        if last is not None and last[0] is inputs and last[1] is outputs and last[2] == fixed:
+            msg.MergeFromString(last[3])
+        else:
+            msg.preparedModel, msg.measure = prepared_model, measure
+            _fill_arguments(msg.request, inputs, outputs)
+            msg.deadline.SetInParent()  # optional_time_point_to_pb(None): present, unset
+            msg.loopTimeoutDuration.SetInParent()
+            self._last_execution = (inputs, outputs, fixed, msg.SerializeToString())
+        _fill_pools(msg.request, value.pools, False)
+
+    def fill_burst_execution(
+        self, msg: Any, prepared_model: int, measure: int, value: Request, pool_slots: Any = ()
+    ) -> None:
+        """An empty ``ExecuteRequest_1_2`` ``msg`` of a burst, filled as the message built
+        with ``preparedModel``, ``measure``, ``request=request_to_v1_0_pb(value)`` and
+        ``slots=BurstSlots(poolSlots=pool_slots)``. Without pool slots, all but the pools is
+        parsed back from the last such message of the same arguments, prepared model and
+        measure."""
+        if pool_slots:
+            msg.preparedModel, msg.measure = prepared_model, measure
+            self.fill(msg.request, value, v1_0=True)
+            msg.slots.poolSlots.extend(pool_slots)
+            return
+        inputs, outputs = value.inputs, value.outputs
+        fixed = (type(msg), prepared_model, measure)
+        last = self._last_burst
+        if last is not None and last[0] is inputs and last[1] is outputs and last[2] == fixed:
+            msg.MergeFromString(last[3])
+        else:
+            msg.preparedModel, msg.measure = prepared_model, measure
+            _fill_arguments(msg.request, inputs, outputs)
+            msg.slots.SetInParent()  # present and empty, as BurstSlots()
+            self._last_burst = (inputs, outputs, fixed, msg.SerializeToString())
+        _fill_pools(msg.request, value.pools, True)
+
+
+def _fill_arguments(msg: Any, inputs: Any, outputs: Any) -> None:
+    """The inputs and outputs of an empty request message."""
+    for arguments, field in ((inputs, msg.inputs), (outputs, msg.outputs)):
+        add = field.add
+        for arg in arguments:
+            loc = arg.location
+            add(
+                hasNoValue=arg.hasNoValue,
+                location={
+                    "poolIndex": loc.poolIndex,
+                    "offset": loc.offset,
+                    "length": loc.length,
+                },
+                dimensions=list(arg.dimensions),
+            )
+
+
+def _fill_pools(msg: Any, pools: Any, v1_0: bool) -> None:
+    """The pools of a request message (V1_0 Memory with ``v1_0``)."""
+    add_pool, field = msg.pools.add, msg.pools
+    for pool in pools:
+        if type(pool) is InlineMemory:
+            data = pool.data
+            add_pool(inlineData=data if type(data) is bytes else bytes(data))
+        elif v1_0:
+            field.append(memory_to_pb(pool))
+        else:
+            field.append(memory_pool_to_pb(pool))
 
 
 def fill_time_point(msg: pb.OptionalTimePoint, value: OptionalTimePoint | int | None) -> None:

@@ -79,3 +79,57 @@ def test_time_points_and_timeouts_as_their_to_pb(value) -> None:
     cv.fill_timeout(msg.loopTimeoutDuration, timeout)
     assert msg == ppb.ExecuteRequest_1_3(loopTimeoutDuration=cv.optional_timeout_to_pb(timeout))
     assert cv.deadline_ns_from_pb(msg.deadline) is None
+
+
+def _execution(prepared_model, measure, request, deadline=None, timeout=None):
+    return ppb.ExecuteRequest_1_3(
+        preparedModel=prepared_model,
+        measure=measure,
+        request=cv.request_to_pb(request),
+        deadline=cv.optional_time_point_to_pb(deadline),
+        loopTimeoutDuration=cv.optional_timeout_to_pb(timeout),
+    )
+
+
+def test_execution_messages_as_built_field_by_field() -> None:
+    """The kept encoding serves only the same arguments, prepared model and measure; a
+    deadline or a loop timeout is always filled anew."""
+    encoder = cv.RequestEncoder()
+    calls = [
+        (7, 0, A, None, None),
+        (7, 0, A, None, None),
+        (7, 1, A, None, None),
+        (8, 1, A, None, None),
+        (8, 1, B, None, None),
+        (8, 1, B, 123, None),
+        (8, 1, B, None, 0),
+        (8, 1, B, OptionalTimePoint(), OptionalTimeoutDuration(5)),
+        (8, 1, B, None, None),
+        (7, 0, A, None, None),
+        (7, 0, Request(A.inputs, A.outputs, (InlineMemory(b"12345678"), A.pools[1])), None, None),
+    ]
+    for prepared_model, measure, request, deadline, timeout in calls:
+        msg = ppb.ExecuteRequest_1_3()
+        encoder.fill_execution(msg, prepared_model, measure, request, deadline, timeout)
+        built = _execution(prepared_model, measure, request, deadline, timeout)
+        assert msg.SerializeToString() == built.SerializeToString()
+
+
+def test_burst_execution_messages_as_built_field_by_field() -> None:
+    """Bursts and other executions alternate on one encoder, each served its own entry."""
+    encoder = cv.RequestEncoder()
+    calls = [(7, 0, A, ()), (7, 0, A, ()), (7, 1, A, ()), (7, 1, B, ()), (7, 1, B, (3,))]
+    calls += [(8, 1, B, ()), (7, 0, A, (-1, 2)), (7, 0, A, ())]
+    for prepared_model, measure, request, slots in calls:
+        msg = ppb.ExecuteRequest_1_2()
+        encoder.fill_burst_execution(msg, prepared_model, measure, request, slots)
+        built = ppb.ExecuteRequest_1_2(
+            preparedModel=prepared_model,
+            measure=measure,
+            request=legacy.request_to_v1_0_pb(request),
+            slots=ppb.BurstSlots(poolSlots=list(slots)),
+        )
+        assert msg.SerializeToString() == built.SerializeToString()
+        unary = ppb.ExecuteRequest_1_3()
+        encoder.fill_execution(unary, prepared_model, measure, request)
+        assert unary == _execution(prepared_model, measure, request)

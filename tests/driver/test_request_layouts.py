@@ -128,3 +128,37 @@ def test_a_kept_output_check_is_redone_for_other_results() -> None:
     with pytest.raises(GeneralFailure, match="produced float64 data"):
         prepared._checked_outputs(request, [np.zeros(2, np.float64)])
     assert prepared._checked_outputs(request, ok)[0] == shapes
+
+
+def test_the_last_arguments_serve_only_requests_with_the_same_arguments() -> None:
+    """decode_request keeps the last arguments (compared as messages): any request whose
+    arguments differ, however little, is decoded as itself."""
+    from nnhal.driver.device import Device
+    from nnhal.driver.request_layouts import decode_request
+
+    from nnhal import convert as cv
+
+    prepared = Device().prepareModel_1_3(add_model())
+    good = _request()
+    variants = [
+        good,
+        _request(out_dims=(2,)),
+        Request((good.inputs[0], RequestArgument(hasNoValue=True)), good.outputs, good.pools),
+        Request(good.inputs, (RequestArgument(location=DataLocation(1, 0, 4)),), good.pools),
+        Request(good.inputs, (RequestArgument(location=DataLocation(1, 4, 8)),), good.pools),
+        Request(good.inputs[:1], good.outputs, good.pools),
+        good,
+        good,
+    ]
+    keys = {}
+    for request in variants:
+        decoded, key = decode_request(prepared, cv.request_to_pb(request))
+        assert decoded == request
+        assert keys.setdefault(request, key) == key
+    assert len(set(keys.values())) == len(keys) == 6
+    # a location present but empty is another message than no location: another key
+    message = cv.request_to_pb(good)
+    message.inputs[0].ClearField("location")
+    absent = decode_request(prepared, message)[1]
+    message.inputs[0].location.SetInParent()
+    assert decode_request(prepared, message)[1] != absent
