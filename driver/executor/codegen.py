@@ -502,6 +502,10 @@ def input_shape_check(plan: SubgraphPlan, step: Step) -> Callable | None:
 
 
 def _known(operand: Operand) -> bool:
+    if operand.lifetime == OperandLifeTime.NO_VALUE:
+        # always None at run time, as it was to the compile-time rule (an LSTM's
+        # omitted peepholes had made every step re-check its shapes)
+        return True
     dims = operand.dimensions
     info = OPERAND_TYPE_INFO.get(operand.type)
     return (info is not None and info.is_scalar) or (bool(dims) and all(dims))
