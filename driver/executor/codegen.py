@@ -40,6 +40,7 @@ from dataclasses import replace
 
 import numpy as np
 from nnhal.driver.executor import control_flow, specialize
+from nnhal.driver.executor.code_cache import compile_source
 from nnhal.driver.executor.plan import Step, StepKind, SubgraphPlan, post_order
 from nnhal.driver.executor.tensor_guard import TensorGuard, is_tensor, too_big_result
 from nnhal.driver.limits import out_of_memory
@@ -130,7 +131,7 @@ def _build(fname: str, params: list[str], source: Source, what: str) -> tuple[Ca
     )
     filename = f"<nnhal plan {next(_counter)}: {what}>"
     namespace = dict(_GLOBALS)
-    exec(compile(text, filename, "exec"), namespace)  # noqa: S102 (our own source)
+    exec(compile_source(text, filename), namespace)  # noqa: S102 (our own source)
     return namespace["_factory"](*source.closure.values()), text
 
 
