@@ -101,6 +101,9 @@ class ModelAnalysis:
         self._views: list[memoryview] | None = None
         self._infos: dict[tuple[int, int], OperandInfo] = {}
         self._queries: dict[tuple[int, int], OpQuery] = {}
+        #: (subgraph, operation) -> the registry definition its checks passed with; the
+        #: compiler does not run them again for the same definition (compile_model)
+        self.validated: dict[tuple[int, int], Any] = {}
         #: this model's extension prefixes resolved by the device (None: no extensions)
         self.extensions: Any = None
 
@@ -231,6 +234,7 @@ class ModelAnalysis:
                 f"{operation_name(code)} ({place}): this signature needs HAL {version}; "
                 f"the model was given as a HAL {self.version} model"
             )
+        self.validated[(number, index)] = definition
         self._queries[(number, index)] = OpQuery(
             type=code,
             inputs=inputs,
@@ -412,10 +416,12 @@ class Device:
             )
         try:
             with compiling(analysis.extensions):  # custom kernels from op packages
+                target = self.extensions.rewrite(model) if self.extensions else model
                 compiled = compile_model(
-                    self.extensions.rewrite(model) if self.extensions else model,
+                    target,
                     pool_views=analysis.pool_views(),
                     max_tensor_bytes=self.limits.max_tensor_bytes,
+                    validated=analysis.validated if target is model else None,
                 )
         except HalError:
             raise

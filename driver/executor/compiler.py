@@ -12,7 +12,7 @@ subgraph, the operation and the rule.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 from nnhal.driver.executor.operands import decode_constant, is_constant, operand_info
@@ -41,10 +41,15 @@ def subgraph_at(model: Model, number: int) -> Subgraph:
     return model.main if number == 0 else model.referenced[number - 1]
 
 
-def compile_plans(model: Model, pool_views: Sequence[memoryview]) -> dict[int, SubgraphPlan]:
+def compile_plans(
+    model: Model,
+    pool_views: Sequence[memoryview],
+    validated: Mapping[tuple[int, int], object] | None = None,
+) -> dict[int, SubgraphPlan]:
     """Plans for main and every subgraph reachable from it, each compiled once.
 
     Walks the references iteratively (no recursion: nesting may be deep).
+    ``validated``: as ``compile_model``'s.
     """
     plans: dict[int, SubgraphPlan] = {}
     pending = [0]
@@ -52,14 +57,19 @@ def compile_plans(model: Model, pool_views: Sequence[memoryview]) -> dict[int, S
         number = pending.pop()
         if number in plans:
             continue
-        plan = compile_subgraph(model, number, pool_views)
+        plan = compile_subgraph(model, number, pool_views, validated)
         plans[number] = plan
         for step in plan.steps:
             pending.extend(ref for ref in step.refs if ref not in plans)
     return plans
 
 
-def compile_subgraph(model: Model, number: int, pool_views: Sequence[memoryview]) -> SubgraphPlan:
+def compile_subgraph(
+    model: Model,
+    number: int,
+    pool_views: Sequence[memoryview],
+    validated: Mapping[tuple[int, int], object] | None = None,
+) -> SubgraphPlan:
     subgraph = subgraph_at(model, number)
     plan = SubgraphPlan(index=number, subgraph=subgraph)
     views = list(pool_views)
@@ -76,12 +86,23 @@ def compile_subgraph(model: Model, number: int, pool_views: Sequence[memoryview]
         elif operation.type == OperationType.WHILE:
             plan.steps.append(_control_flow_step(model, plan, op_index, StepKind.WHILE, where))
         else:
-            plan.steps.append(_operation_step(model, plan, op_index, views, where))
+            checked = validated is not None and (number, op_index) in validated
+            plan.steps.append(
+                _operation_step(
+                    model, plan, op_index, views, where,
+                    validated[(number, op_index)] if checked else None,
+                )
+            )  # fmt: skip
     return plan
 
 
 def _operation_step(
-    model: Model, plan: SubgraphPlan, op_index: int, views: list[memoryview], where: str
+    model: Model,
+    plan: SubgraphPlan,
+    op_index: int,
+    views: list[memoryview],
+    where: str,
+    validated_with: object = None,
 ) -> Step:
     subgraph = plan.subgraph
     operation = subgraph.operations[op_index]
@@ -134,7 +155,11 @@ def _operation_step(
     try:
         # An op check needing a runtime scalar's value is deferred by
         # validate_operation; LateBinding.bind runs it when the value is known.
-        validate_operation(ctx)
+        # The checks are pure functions of the operand descriptions and constant
+        # values, so a pass by the device's analysis of this model with this very
+        # definition stands (a package overriding the operation is checked here).
+        if validated_with is not definition:
+            validate_operation(ctx)
     except HalError:
         raise
     except Exception as exc:

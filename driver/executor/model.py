@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 from nnhal.driver.executor import verbose
@@ -76,6 +76,7 @@ def compile_model(
     pool_views: list[memoryview] | None = None,
     specialize: bool = True,
     max_tensor_bytes: int | None = None,
+    validated: Mapping[tuple[int, int], object] | None = None,
 ) -> CompiledModel:
     """Compile an already validated model (``specialize=False``: no ``specialize`` patterns).
 
@@ -83,12 +84,14 @@ def compile_model(
     checks (or is not supported), GeneralFailure for internal failures.
     ``max_tensor_bytes`` (``Limits``; None = unchecked): a result proven above it is
     RESOURCE_EXHAUSTED_PERSISTENT now, the others are checked at run time
-    (``tensor_guard``).
+    (``tensor_guard``). ``validated``: (subgraph, operation) -> the definition whose
+    checks that operation passed on this very model (the device's analysis); those
+    checks are not run again when the compiler binds the same definition.
     """
     if pool_views is None:
         pool_views = map_model_pools(model)
     try:
-        plans = compile_plans(model, pool_views)
+        plans = compile_plans(model, pool_views, validated)
         prove_shapes(plans, max_tensor_bytes)
     except HalError:
         raise

@@ -540,3 +540,39 @@ def test_analysis_reads_constants_without_copies_and_like_the_executor():
     # the float constants are views of the model's own bytes, not copies
     assert not analysis.operand_info(0, w).value.flags.owndata
     assert Device().getSupportedOperations_1_3(model) == [True]
+
+
+def _add_model(activation: int):
+    mb = ModelBuilder()
+    g = mb.main
+    a, b = g.input(OperandType.TENSOR_FLOAT32, [2]), g.input(OperandType.TENSOR_FLOAT32, [2])
+    g.operation(
+        OperationType.ADD,
+        [a, b, g.constant(OperandType.INT32, activation)],
+        [g.output(OperandType.TENSOR_FLOAT32, [2])],
+    )
+    return mb.build()
+
+
+def test_prepare_checks_each_operation_once(monkeypatch):
+    """The compiler trusts the analysis' pass of the same definition on the same model."""
+    from nnhal.driver.executor import compiler
+
+    again = []
+    real = compiler.validate_operation
+    monkeypatch.setattr(compiler, "validate_operation", lambda ctx: again.append(ctx) or real(ctx))
+    prepared = Device().prepareModel_1_3(_add_model(0))
+    assert again == []
+    one = np.ones(2, np.float32)
+    np.testing.assert_array_equal(prepared.compiled.run([one, one])[0], [2.0, 2.0])
+
+
+def test_compiler_checks_operations_the_analysis_did_not_pass_with_its_definition():
+    """A pass recorded for another definition (a package overriding the operation) does
+    not stand: the compiler runs the checks itself and refuses the bad operation."""
+    from nnhal.driver.executor import compile_model
+
+    with pytest.raises(InvalidArgument, match=r"ADD \(subgraph 0, operation 0\)"):
+        compile_model(_add_model(7), validated={(0, 0): object()})
+    with pytest.raises(InvalidArgument, match=r"ADD \(subgraph 0, operation 0\)"):
+        compile_model(_add_model(7))
