@@ -86,13 +86,8 @@ def compile_subgraph(
         elif operation.type == OperationType.WHILE:
             plan.steps.append(_control_flow_step(model, plan, op_index, StepKind.WHILE, where))
         else:
-            checked = validated is not None and (number, op_index) in validated
-            plan.steps.append(
-                _operation_step(
-                    model, plan, op_index, views, where,
-                    validated[(number, op_index)] if checked else None,
-                )
-            )  # fmt: skip
+            passed = None if validated is None else validated.get((number, op_index))
+            plan.steps.append(_operation_step(model, plan, op_index, views, where, passed))
     return plan
 
 
