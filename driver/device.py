@@ -34,6 +34,7 @@ from nnhal.driver.backends.reference import ReferenceBackend
 from nnhal.driver.cache import CompilationCache
 from nnhal.driver.deadlines import deadline_passed
 from nnhal.driver.executor import compile_model
+from nnhal.driver.executor.compiler import Checked
 from nnhal.driver.executor.operands import map_model_pools, operand_info
 from nnhal.driver.extensions import ExtensionSet, compiling, extension_query
 from nnhal.driver.limits import (
@@ -245,6 +246,10 @@ class ModelAnalysis:
             extensions=self.extensions,
         )
 
+    def checked(self) -> Checked:
+        """What this analysis established, for the compiler to reuse (compile_model)."""
+        return Checked(self.validated, self._infos)
+
     def query_for(self, number: int, index: int) -> OpQuery:
         """The backend's question for one operation (reuses the validation pass)."""
         key = (number, index)
@@ -421,7 +426,7 @@ class Device:
                     target,
                     pool_views=analysis.pool_views(),
                     max_tensor_bytes=self.limits.max_tensor_bytes,
-                    validated=analysis.validated if target is model else None,
+                    checked=analysis.checked() if target is model else None,
                 )
         except HalError:
             raise

@@ -571,8 +571,30 @@ def test_compiler_checks_operations_the_analysis_did_not_pass_with_its_definitio
     """A pass recorded for another definition (a package overriding the operation) does
     not stand: the compiler runs the checks itself and refuses the bad operation."""
     from nnhal.driver.executor import compile_model
+    from nnhal.driver.executor.compiler import Checked
 
     with pytest.raises(InvalidArgument, match=r"ADD \(subgraph 0, operation 0\)"):
-        compile_model(_add_model(7), validated={(0, 0): object()})
+        compile_model(_add_model(7), checked=Checked({(0, 0): object()}))
     with pytest.raises(InvalidArgument, match=r"ADD \(subgraph 0, operation 0\)"):
         compile_model(_add_model(7))
+
+
+def test_compiler_reuses_the_analysis_descriptions_of_operands_but_not_of_constants():
+    """Descriptions of inputs and results come from the analysis; a constant's never does
+    (it carries the compiler's own copy of the value), and each is made once per plan."""
+    from dataclasses import replace
+
+    from nnhal.driver.executor import compile_model
+    from nnhal.driver.executor.compiler import Checked
+    from nnhal.driver.executor.operands import operand_info
+
+    model = _add_model(0)
+    given = operand_info(model, model.main, 0, [])
+    marked = replace(given, scale=0.25)  # told apart from a freshly made one
+    stale = operand_info(model, model.main, 2, [], value=np.array(3, np.int32))
+    compiled = compile_model(model, checked=Checked({}, {(0, 0): marked, (0, 2): stale}))
+    ctx = compiled.plans[0].steps[0].context
+    assert ctx.inputs[0] is marked and ctx.inputs[1] is not marked
+    assert int(ctx.inputs[2].value) == 0  # the model's activation, not the stale value
+    one = np.ones(2, np.float32)
+    np.testing.assert_array_equal(compiled.run([one, one])[0], [2.0, 2.0])

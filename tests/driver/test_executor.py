@@ -164,9 +164,9 @@ def test_subgraph_used_twice_is_compiled_once(fake, monkeypatch):
     calls: list[int] = []
     original = compiler_module.compile_subgraph
 
-    def counting(model, number, views, validated=None):
+    def counting(model, number, views, checked=None):
         calls.append(number)
-        return original(model, number, views, validated)
+        return original(model, number, views, checked)
 
     monkeypatch.setattr(compiler_module, "compile_subgraph", counting)
     mb = ModelBuilder()
