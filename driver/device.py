@@ -34,6 +34,7 @@ from nnhal.driver.backends.reference import ReferenceBackend
 from nnhal.driver.cache import CompilationCache
 from nnhal.driver.deadlines import deadline_passed
 from nnhal.driver.executor import compile_model
+from nnhal.driver.executor.compiler import Checked
 from nnhal.driver.executor.operands import map_model_pools, operand_info
 from nnhal.driver.extensions import ExtensionSet, compiling, extension_query
 from nnhal.driver.limits import (
@@ -101,6 +102,9 @@ class ModelAnalysis:
         self._views: list[memoryview] | None = None
         self._infos: dict[tuple[int, int], OperandInfo] = {}
         self._queries: dict[tuple[int, int], OpQuery] = {}
+        #: (subgraph, operation) -> the registry definition its checks passed with; the
+        #: compiler does not run them again for the same definition (compile_model)
+        self.validated: dict[tuple[int, int], Any] = {}
         #: this model's extension prefixes resolved by the device (None: no extensions)
         self.extensions: Any = None
 
@@ -231,6 +235,7 @@ class ModelAnalysis:
                 f"{operation_name(code)} ({place}): this signature needs HAL {version}; "
                 f"the model was given as a HAL {self.version} model"
             )
+        self.validated[(number, index)] = definition
         self._queries[(number, index)] = OpQuery(
             type=code,
             inputs=inputs,
@@ -240,6 +245,10 @@ class ModelAnalysis:
             version=version,
             extensions=self.extensions,
         )
+
+    def checked(self) -> Checked:
+        """What this analysis established, for the compiler to reuse (compile_model)."""
+        return Checked(self.validated, self._infos)
 
     def query_for(self, number: int, index: int) -> OpQuery:
         """The backend's question for one operation (reuses the validation pass)."""
@@ -412,10 +421,12 @@ class Device:
             )
         try:
             with compiling(analysis.extensions):  # custom kernels from op packages
+                target = self.extensions.rewrite(model) if self.extensions else model
                 compiled = compile_model(
-                    self.extensions.rewrite(model) if self.extensions else model,
+                    target,
                     pool_views=analysis.pool_views(),
                     max_tensor_bytes=self.limits.max_tensor_bytes,
+                    checked=analysis.checked() if target is model else None,
                 )
         except HalError:
             raise

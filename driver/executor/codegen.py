@@ -40,6 +40,7 @@ from dataclasses import replace
 
 import numpy as np
 from nnhal.driver.executor import control_flow, specialize
+from nnhal.driver.executor.code_cache import compile_source
 from nnhal.driver.executor.plan import Step, StepKind, SubgraphPlan, post_order
 from nnhal.driver.executor.tensor_guard import TensorGuard, is_tensor, too_big_result
 from nnhal.driver.limits import out_of_memory
@@ -130,7 +131,7 @@ def _build(fname: str, params: list[str], source: Source, what: str) -> tuple[Ca
     )
     filename = f"<nnhal plan {next(_counter)}: {what}>"
     namespace = dict(_GLOBALS)
-    exec(compile(text, filename, "exec"), namespace)  # noqa: S102 (our own source)
+    exec(compile_source(text, filename), namespace)  # noqa: S102 (our own source)
     return namespace["_factory"](*source.closure.values()), text
 
 
@@ -502,6 +503,10 @@ def input_shape_check(plan: SubgraphPlan, step: Step) -> Callable | None:
 
 
 def _known(operand: Operand) -> bool:
+    if operand.lifetime == OperandLifeTime.NO_VALUE:
+        # always None at run time, as it was to the compile-time rule (an LSTM's
+        # omitted peepholes had made every step re-check its shapes)
+        return True
     dims = operand.dimensions
     info = OPERAND_TYPE_INFO.get(operand.type)
     return (info is not None and info.is_scalar) or (bool(dims) and all(dims))

@@ -12,7 +12,8 @@ subgraph, the operation and the rule.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 from nnhal.driver.executor.operands import decode_constant, is_constant, operand_info
@@ -20,6 +21,7 @@ from nnhal.driver.executor.plan import LateBinding, Step, StepKind, SubgraphPlan
 from nnhal.driver.extensions import kernel_definition
 from nnhal.driver.ops.registry import (
     OpContext,
+    OperandInfo,
     lookup,
     validate_operation,
 )
@@ -36,15 +38,36 @@ from nnhal.types import (
 )
 
 
+@dataclass(frozen=True)
+class Checked:
+    """What a device's analysis of this very model established, for the compiler to reuse.
+
+    ``definitions``: (subgraph, operation) -> the definition whose checks the operation
+    passed; they are not run again when the compiler binds the same definition (the
+    checks are pure functions of the descriptions and constant values; an operation an
+    op package overrides is checked again). ``infos``: (subgraph, operand) -> the
+    operand's description; those of operands that are not constants are reused as they
+    are (a constant's carries the compiler's own decoded copy of its value).
+    """
+
+    definitions: Mapping[tuple[int, int], object] = field(default_factory=dict)
+    infos: Mapping[tuple[int, int], OperandInfo] = field(default_factory=dict)
+
+
 def subgraph_at(model: Model, number: int) -> Subgraph:
     """Subgraph ``number``: 0 = main, k = referenced[k-1]."""
     return model.main if number == 0 else model.referenced[number - 1]
 
 
-def compile_plans(model: Model, pool_views: Sequence[memoryview]) -> dict[int, SubgraphPlan]:
+def compile_plans(
+    model: Model,
+    pool_views: Sequence[memoryview],
+    checked: Checked | None = None,
+) -> dict[int, SubgraphPlan]:
     """Plans for main and every subgraph reachable from it, each compiled once.
 
     Walks the references iteratively (no recursion: nesting may be deep).
+    ``checked``: what the device's analysis of this model established (``Checked``).
     """
     plans: dict[int, SubgraphPlan] = {}
     pending = [0]
@@ -52,14 +75,19 @@ def compile_plans(model: Model, pool_views: Sequence[memoryview]) -> dict[int, S
         number = pending.pop()
         if number in plans:
             continue
-        plan = compile_subgraph(model, number, pool_views)
+        plan = compile_subgraph(model, number, pool_views, checked)
         plans[number] = plan
         for step in plan.steps:
             pending.extend(ref for ref in step.refs if ref not in plans)
     return plans
 
 
-def compile_subgraph(model: Model, number: int, pool_views: Sequence[memoryview]) -> SubgraphPlan:
+def compile_subgraph(
+    model: Model,
+    number: int,
+    pool_views: Sequence[memoryview],
+    checked: Checked | None = None,
+) -> SubgraphPlan:
     subgraph = subgraph_at(model, number)
     plan = SubgraphPlan(index=number, subgraph=subgraph)
     views = list(pool_views)
@@ -69,6 +97,21 @@ def compile_subgraph(model: Model, number: int, pool_views: Sequence[memoryview]
                 plan.constants[index] = decode_constant(model, operand, views)
             except InvalidArgument as exc:
                 raise InvalidArgument(f"subgraph {number}, operand {index}: {exc.message}") from exc
+    checked = checked if checked is not None else Checked()
+    # one description per operand, shared by the operations reading it
+    infos: dict[int, OperandInfo] = {}
+
+    def info(index: int) -> OperandInfo:
+        found = infos.get(index)
+        if found is None:
+            if index not in plan.constants:
+                found = checked.infos.get((number, index))
+            if found is None:
+                value = plan.constants.get(index)
+                found = operand_info(model, subgraph, index, views, value=value)
+            infos[index] = found
+        return found
+
     for op_index, operation in enumerate(subgraph.operations):
         where = f"subgraph {number}, operation {op_index}"
         if operation.type == OperationType.IF:
@@ -76,12 +119,18 @@ def compile_subgraph(model: Model, number: int, pool_views: Sequence[memoryview]
         elif operation.type == OperationType.WHILE:
             plan.steps.append(_control_flow_step(model, plan, op_index, StepKind.WHILE, where))
         else:
-            plan.steps.append(_operation_step(model, plan, op_index, views, where))
+            passed = checked.definitions.get((number, op_index))
+            plan.steps.append(_operation_step(model, plan, op_index, info, where, passed))
     return plan
 
 
 def _operation_step(
-    model: Model, plan: SubgraphPlan, op_index: int, views: list[memoryview], where: str
+    model: Model,
+    plan: SubgraphPlan,
+    op_index: int,
+    info: Callable[[int], OperandInfo],
+    where: str,
+    validated_with: object = None,
 ) -> Step:
     subgraph = plan.subgraph
     operation = subgraph.operations[op_index]
@@ -93,9 +142,6 @@ def _operation_step(
         name = definition.type.name  # the package op's name, for messages
     if definition is None:
         raise InvalidArgument(f"{name} ({where}): operation is not supported")
-
-    def info(index: int):
-        return operand_info(model, subgraph, index, views, value=plan.constants.get(index))
 
     ctx = OpContext(
         op=definition,
@@ -134,7 +180,11 @@ def _operation_step(
     try:
         # An op check needing a runtime scalar's value is deferred by
         # validate_operation; LateBinding.bind runs it when the value is known.
-        validate_operation(ctx)
+        # The checks are pure functions of the operand descriptions and constant
+        # values, so a pass by the device's analysis of this model with this very
+        # definition stands (a package overriding the operation is checked here).
+        if validated_with is not definition:
+            validate_operation(ctx)
     except HalError:
         raise
     except Exception as exc:
@@ -233,4 +283,4 @@ def output_dtypes(model: Model) -> list[np.dtype | None]:
     return result
 
 
-__all__ = ["compile_plans", "compile_subgraph", "output_dtypes", "subgraph_at"]
+__all__ = ["Checked", "compile_plans", "compile_subgraph", "output_dtypes", "subgraph_at"]

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from nnhal.driver.executor import verbose
 from nnhal.driver.executor.codegen import Generator
-from nnhal.driver.executor.compiler import compile_plans, output_dtypes
+from nnhal.driver.executor.compiler import Checked, compile_plans, output_dtypes
 from nnhal.driver.executor.operands import map_model_pools
 from nnhal.driver.executor.plan import SubgraphPlan
 from nnhal.driver.executor.shapes import prove_shapes
@@ -76,6 +76,7 @@ def compile_model(
     pool_views: list[memoryview] | None = None,
     specialize: bool = True,
     max_tensor_bytes: int | None = None,
+    checked: Checked | None = None,
 ) -> CompiledModel:
     """Compile an already validated model (``specialize=False``: no ``specialize`` patterns).
 
@@ -83,12 +84,14 @@ def compile_model(
     checks (or is not supported), GeneralFailure for internal failures.
     ``max_tensor_bytes`` (``Limits``; None = unchecked): a result proven above it is
     RESOURCE_EXHAUSTED_PERSISTENT now, the others are checked at run time
-    (``tensor_guard``).
+    (``tensor_guard``). ``checked``: what the device's analysis of this very model
+    established (``compiler.Checked``: the operations whose checks passed, and the
+    operand descriptions), reused rather than made again.
     """
     if pool_views is None:
         pool_views = map_model_pools(model)
     try:
-        plans = compile_plans(model, pool_views)
+        plans = compile_plans(model, pool_views, checked)
         prove_shapes(plans, max_tensor_bytes)
     except HalError:
         raise

@@ -57,8 +57,17 @@ def _wrap32(value: int) -> int:
     return (value + 2**31) % 2**32 - 2**31
 
 
+_I32_ONE = np.zeros(1, np.int32)
+_B8_ONE = np.zeros(1, np.bool_)
+
+
 def _i32(value: int) -> np.ndarray:
-    return np.array([value], np.int32)
+    # a copy of a one-element template, then the value: half of np.array([value], int32)'s
+    # cost, paid once per iteration by a loop whose body reads its counter as an array
+    # (out of int32's range raises OverflowError as np.array does; callers wrap first)
+    array = _I32_ONE.copy()
+    array[0] = value
+    return array
 
 
 def _counter_ok(value: object) -> bool:
@@ -309,7 +318,9 @@ def scalar_steps(
 
 
 def _b8(value: bool) -> np.ndarray:
-    return np.array([value], np.bool_)
+    array = _B8_ONE.copy()  # as _i32
+    array[0] = value
+    return array
 
 
 RUNTIME_HELPERS["_b8"] = _b8

@@ -87,8 +87,15 @@ class FloatCell:
         self.gates = len(order)
 
         def stack(indexes) -> np.ndarray:
+            # each gate's [n, in] block transposed straight into its columns: the
+            # transpose of the concatenated blocks had been the larger part of binding
             blocks = [np.asarray(arr(indexes[k]), f32) for k in order]
-            return np.ascontiguousarray(np.concatenate(blocks, axis=0).T)
+            stacked = np.empty((blocks[0].shape[1], sum(b.shape[0] for b in blocks)), f32)
+            start = 0
+            for block in blocks:
+                stacked[:, start : start + block.shape[0]] = block.T
+                start += block.shape[0]
+            return stacked
 
         self.wx = stack(layout.i2x)
         self.wh = stack(layout.r2x)

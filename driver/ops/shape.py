@@ -328,6 +328,21 @@ def _slice_execute(ctx: OpContext) -> Callable[..., np.ndarray]:
 
         return fixed
 
+    if size is not None and dims is not None and all(dims) and all(n >= 0 for n in size):
+        # only begin comes at run time (a loop's step index): its range per axis is
+        # known now, so a call checks len(dims) integers, not the whole rule
+        lengths, rank = size, len(dims)
+        highest = [d - n for n, d in zip(size, dims)]
+
+        def begin_only(x: np.ndarray, b: np.ndarray, _s: np.ndarray) -> np.ndarray:
+            starts = b.tolist()
+            if len(starts) == rank and all(0 <= v <= m for v, m in zip(starts, highest)):
+                return x[tuple([slice(v, v + n) for v, n in zip(starts, lengths)])].copy()
+            _slice_bounds(x.shape, starts, lengths, fail)  # raises, naming the axis
+            raise fail(f"begin {starts} is out of range")  # not reached: the rule raised
+
+        return begin_only
+
     def dynamic(x: np.ndarray, b: np.ndarray, s: np.ndarray) -> np.ndarray:
         bounds = _slice_bounds(x.shape, b.tolist(), s.tolist(), fail)
         return x[tuple(slice(start, start + n) for start, n in bounds)].copy()

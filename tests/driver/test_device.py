@@ -540,3 +540,61 @@ def test_analysis_reads_constants_without_copies_and_like_the_executor():
     # the float constants are views of the model's own bytes, not copies
     assert not analysis.operand_info(0, w).value.flags.owndata
     assert Device().getSupportedOperations_1_3(model) == [True]
+
+
+def _add_model(activation: int):
+    mb = ModelBuilder()
+    g = mb.main
+    a, b = g.input(OperandType.TENSOR_FLOAT32, [2]), g.input(OperandType.TENSOR_FLOAT32, [2])
+    g.operation(
+        OperationType.ADD,
+        [a, b, g.constant(OperandType.INT32, activation)],
+        [g.output(OperandType.TENSOR_FLOAT32, [2])],
+    )
+    return mb.build()
+
+
+def test_prepare_checks_each_operation_once(monkeypatch):
+    """The compiler trusts the analysis' pass of the same definition on the same model."""
+    from nnhal.driver.executor import compiler
+
+    again = []
+    real = compiler.validate_operation
+    monkeypatch.setattr(compiler, "validate_operation", lambda ctx: again.append(ctx) or real(ctx))
+    prepared = Device().prepareModel_1_3(_add_model(0))
+    assert again == []
+    one = np.ones(2, np.float32)
+    np.testing.assert_array_equal(prepared.compiled.run([one, one])[0], [2.0, 2.0])
+
+
+def test_compiler_checks_operations_the_analysis_did_not_pass_with_its_definition():
+    """A pass recorded for another definition (a package overriding the operation) does
+    not stand: the compiler runs the checks itself and refuses the bad operation."""
+    from nnhal.driver.executor import compile_model
+    from nnhal.driver.executor.compiler import Checked
+
+    with pytest.raises(InvalidArgument, match=r"ADD \(subgraph 0, operation 0\)"):
+        compile_model(_add_model(7), checked=Checked({(0, 0): object()}))
+    with pytest.raises(InvalidArgument, match=r"ADD \(subgraph 0, operation 0\)"):
+        compile_model(_add_model(7))
+
+
+def test_compiler_reuses_the_analysis_descriptions_of_operands_but_not_of_constants():
+    """Descriptions of inputs and results come from the analysis; a constant's never does
+    (it carries the compiler's own copy of the value), and each is made once per plan."""
+    from dataclasses import replace
+
+    from nnhal.driver.executor import compile_model
+    from nnhal.driver.executor.compiler import Checked
+    from nnhal.driver.executor.operands import operand_info
+
+    model = _add_model(0)
+    given = operand_info(model, model.main, 0, [])
+    marked = replace(given, scale=0.25)  # told apart from a freshly made one
+    stale = operand_info(model, model.main, 2, [], value=np.array(3, np.int32))
+    compiled = compile_model(model, checked=Checked({}, {(0, 0): marked, (0, 2): stale}))
+    ctx = compiled.plans[0].steps[0].context
+    assert ctx.inputs[0] is marked and ctx.inputs[1] is not marked
+    assert int(ctx.inputs[2].value) == 0  # the model's activation, not the stale value
+    one = np.ones(2, np.float32)
+    np.testing.assert_array_equal(compiled.run([one, one])[0], [2.0, 2.0])

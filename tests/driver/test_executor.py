@@ -164,9 +164,9 @@ def test_subgraph_used_twice_is_compiled_once(fake, monkeypatch):
     calls: list[int] = []
     original = compiler_module.compile_subgraph
 
-    def counting(model, number, views):
+    def counting(model, number, views, checked=None):
         calls.append(number)
-        return original(model, number, views)
+        return original(model, number, views, checked)
 
     monkeypatch.setattr(compiler_module, "compile_subgraph", counting)
     mb = ModelBuilder()
@@ -606,3 +606,46 @@ def test_run_time_shape_rule_is_remembered_per_shapes_not_skipped():
         assert compiled.run([four, four])[0].tolist() == [2.0] * 4
         with pytest.raises((GeneralFailure, InvalidArgument), match=r"ADD"):
             compiled.run([four, three])
+
+
+def _lstm_step_model(x_dims: list[int]) -> tuple:
+    """One LSTM step (2 units, no peepholes, projection or layer norm: those inputs are
+    NO_VALUE) on an input declared ``x_dims``; (model, cell weights)."""
+    rng = np.random.default_rng(4)
+    w = [rng.uniform(-0.5, 0.5, (2, 2)).astype(np.float32) for _ in range(8)]
+    bias = [rng.uniform(0, 0.3, 2).astype(np.float32) for _ in range(4)]
+    mb = ModelBuilder()
+    g = mb.main
+    x, h, c = g.input(F32, x_dims), g.input(F32, [1, 2]), g.input(F32, [1, 2])
+    cell = [g.constant(F32, v) for v in w] + [g.no_value(F32) for _ in range(3)]
+    cell += [g.constant(F32, v) for v in bias] + [g.no_value(F32), g.no_value(F32)]
+    scalars = [g.constant(T.INT32, 4), g.constant(T.FLOAT32, 0.0), g.constant(T.FLOAT32, 0.0)]
+    outs = [g.output(F32, [1, 8]), g.output(F32, [1, 2]), g.output(F32, [1, 2])]
+    outs.append(g.output(F32, [1, 2]))
+    g.operation(O.LSTM, [x, *cell, h, c, *scalars], outs)
+    return mb.build(), w, bias
+
+
+def test_no_value_inputs_need_no_run_time_shape_rule():
+    """Omitted optional inputs are None at every run, as at compile time: an LSTM step
+    whose other inputs are fully declared runs no shape rule per call; an input of
+    unknown shape still gets one."""
+    known, w, bias = _lstm_step_model([1, 2])
+    unknown, _, _ = _lstm_step_model([0, 0])
+    x, h, c = (np.array([[0.5, -0.25]], np.float32) * k for k in (1, 2, 3))
+
+    def sigmoid(v):
+        return 1 / (1 + np.exp(-v))
+
+    gate = [x @ w[k].T + h @ w[4 + k].T + bias[k] for k in range(4)]
+    c_want = sigmoid(gate[1]) * c + sigmoid(gate[0]) * np.tanh(gate[2])
+    h_want = sigmoid(gate[3]) * np.tanh(c_want)
+    for model, rule in ((known, False), (unknown, True)):
+        compiled = compile_model(model)
+        assert ("shape_check" in compiled.source()) is rule
+        _, h_out, c_out, out = compiled.run([x, h, c])
+        np.testing.assert_allclose(h_out, h_want, rtol=1e-5)
+        np.testing.assert_allclose(c_out, c_want, rtol=1e-5)
+        np.testing.assert_array_equal(out, h_out)
+    with pytest.raises(GeneralFailure, match=r"LSTM"):
+        compile_model(unknown).run([np.ones((1, 3), np.float32), h, c])

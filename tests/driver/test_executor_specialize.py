@@ -377,3 +377,21 @@ def test_random_multinomial_is_registered_impure():
 
     impure = sorted(d.type.name for d in registry.registered().values() if not d.pure)
     assert impure == ["RANDOM_MULTINOMIAL"]
+
+
+def test_counter_arrays_are_fresh_copies_of_their_template():
+    """_i32 / _b8 copy a one-element template: every call a new writable array, and a
+    write into one result never reaches the template or the next result."""
+    from nnhal.driver.executor.specialize import _b8, _i32
+
+    first = _i32(7)
+    first[0] = 99
+    second = _i32(-(2**31))
+    assert second is not first and second.dtype == np.int32 and second.tolist() == [-(2**31)]
+    assert _i32(0).tolist() == [0]
+    assert _b8(True).tolist() == [True] and _b8(False).tolist() == [False]
+    flag = _b8(True)
+    flag[0] = False
+    assert _b8(True).tolist() == [True] and flag.dtype == np.bool_
+    with pytest.raises(OverflowError):  # as np.array([2**31], np.int32): callers wrap first
+        _i32(2**31)

@@ -570,6 +570,35 @@ def test_data_movement_and_fc(row: Row):
     row.check()
 
 
+def test_slice_with_a_run_time_begin_and_a_constant_size():
+    """begin only known at run time (a loop index), size constant: the per-axis range
+    check, with the rule's own message when begin is out of range."""
+    from nnhal.driver.ops.registry import validate_operation
+
+    from nnhal.errors import GeneralFailure
+
+    ctx = context(
+        Op.SLICE, [f32((4, 3)), ivec([0, 0], const=False), ivec([2, 3])], [out(T.TENSOR_FLOAT32)]
+    )
+    validate_operation(ctx)
+    kernel = ctx.op.kernel(ctx)
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    size = np.array([2, 3], np.int32)
+    for start in range(3):
+        got = kernel(x, np.array([start, 0], np.int32), size)
+        np.testing.assert_array_equal(got, x[start : start + 2])
+        assert not np.shares_memory(got, x)
+    cases = [
+        ([3, 0], r"begin\[0\] \+ size\[0\] = 5 exceeds dimension 4"),
+        ([-1, 0], r"begin\[0\] is -1; it must be in \[0, 4\]"),
+        ([0, 1], r"begin\[1\] \+ size\[1\] = 4 exceeds dimension 3"),
+        ([0], r"begin has 1 and size 2 elements"),
+    ]
+    for begin, match in cases:
+        with pytest.raises(GeneralFailure, match=match):
+            kernel(x, np.array(begin, np.int32), size)
+
+
 # ---------------------------------------------------------------------------
 # quant.py: the fixed-point steps against exact rational arithmetic
 # ---------------------------------------------------------------------------

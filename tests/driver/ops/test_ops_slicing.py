@@ -550,3 +550,25 @@ def test_split_through_the_executor():
     )
     for got, want in zip(parts, np.split(x, 3, axis=1), strict=True):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("axis", [0, -2])
+def test_gather_one_index_into_the_first_axis_is_a_fresh_row(axis):
+    """One index [1] into axis 0 takes the row-copy path: np.take's result, not a view."""
+    from ops_harness import context
+
+    ctx = context(Op.GATHER, [f32((3, 2)), scalar(axis), ivec([0], const=False)], [F32_OUT])
+    validate_operation(ctx)
+    kernel = ctx.op.kernel(ctx)
+    table = np.arange(6, dtype=np.float32).reshape(3, 2)
+    for k in range(3):
+        index = np.array([k], np.int32)
+        got = kernel(table, index)
+        np.testing.assert_array_equal(got, np.take(table, index, axis=0))
+        assert got.shape == (1, 2) and not np.shares_memory(got, table)
+    # out of range and several indices leave that path with the same answers as before
+    for bad in ([3], [-1]):
+        with pytest.raises(GeneralFailure, match=f"index {bad[0]} is out of range"):
+            kernel(table, np.array(bad, np.int32))
+    both = np.array([2, 0], np.int32)
+    np.testing.assert_array_equal(kernel(table, both), np.take(table, both, axis=0))

@@ -1,0 +1,93 @@
+"""Preparation against onnxruntime session creation, in thread CPU time, per bench workload.
+
+For each workload of ``nnhal bench`` (the control-flow suite's and the models
+suite's), alternates ``Device.prepareModel_1_3`` with onnxruntime's
+``InferenceSession`` of the same model (one intra-op thread, as ``--threads 1``)
+and prints the median and the lowest of each, in thread CPU time and in wall
+time. CPU time shows the work done even on a loaded machine, where wall times
+mostly measure how often the process was descheduled. ``--cold`` empties the
+code cache (``nnhal.driver.executor.code_cache``) before every preparation: the
+cost of a graph's first preparation in a process.
+
+Usage: python bench/prepare_vs_ort.py [WORKLOAD ...] [--runs N] [--cold]
+(needs the bench extra: pip install -e '.[bench]')
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from nnhal.driver.device import Device
+from nnhal.driver.executor import code_cache
+from nnhal.driver.ops.threads import set_threads
+from nnhal.tools import bench_models, bench_onnx
+from nnhal.tools.bench_workloads import suite
+
+LOOPS = ["fibonacci", "nested", "parity", "rnn", "lstm-decode", "greedy"]
+
+
+def _cases(name: str):
+    """(NNAPI model, a function creating the onnxruntime session) of one workload."""
+    if name in bench_models.CASES:
+        import onnxruntime as ort
+
+        case = bench_models.CASES[name]()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        return case.model, lambda: ort.InferenceSession(
+            case.onnx, options, providers=["CPUExecutionProvider"]
+        )
+    workload = suite([name])[0]
+    peer = bench_onnx.BUILDERS[workload.name](workload.extra)
+    return workload.model, lambda: bench_onnx.session(peer)
+
+
+def _timed(fn) -> tuple[float, float]:
+    """(CPU ms, wall ms) of one call."""
+    wall, cpu = time.perf_counter(), time.thread_time()
+    fn()
+    return (time.thread_time() - cpu) * 1e3, (time.perf_counter() - wall) * 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("workloads", nargs="*", default=[*LOOPS, *bench_models.CASES])
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--cold", action="store_true", help="empty the code cache each time")
+    args = parser.parse_args()
+    set_threads(1)
+    device = Device()
+    print(f"ms, median (lowest) of {args.runs}; load average {os.getloadavg()[0]:.1f}")
+    for name in args.workloads:
+        model, session = _cases(name)
+        ways = {"prepare": lambda m=model: device.prepareModel_1_3(m), "session": session}
+        for fn in ways.values():  # imports and first-use costs out of the way
+            fn()
+        samples: dict[str, list[float]] = {"prepare": [], "session": []}
+        walls: dict[str, list[float]] = {"prepare": [], "session": []}
+        for _ in range(args.runs):
+            if args.cold:
+                code_cache.clear()
+            for what, fn in ways.items():
+                cpu, wall = _timed(fn)
+                samples[what].append(cpu)
+                walls[what].append(wall)
+        cells = [
+            f"{what} cpu {statistics.median(v):.2f} ({min(v):.2f}) "
+            f"wall {statistics.median(walls[what]):.2f}"
+            for what, v in samples.items()
+        ]
+        ratio = statistics.median(samples["prepare"]) / statistics.median(samples["session"])
+        print(f"{name:14s} {'  '.join(cells)}  cpu ratio {ratio:.2f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
