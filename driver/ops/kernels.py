@@ -25,6 +25,7 @@ compile time (about a second per kernel signature).
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import logging
 import os
@@ -97,9 +98,7 @@ def jit_module() -> ModuleType | None:
     with _lock:
         if _module is None and not _broken:
             try:
-                from nnhal.driver.ops import _jit_conv
-
-                _module = _jit_conv
+                _module = importlib.import_module("nnhal.driver.ops._jit_conv")
             except Exception as exc:  # noqa: BLE001 (any import failure: numpy instead)
                 failed(exc)
     return _module
