@@ -255,12 +255,20 @@ SLAB_ELEMENTS = 1 << 22
 #: of a float MobileNet, 0.90x of a quant8 one; 64K-element slabs were 1.10x at
 #: low load, better only under heavy load)
 OUT_SLAB_ELEMENTS = 1 << 18
+#: im2col elements per slab when BLAS runs on one thread (512 KB of float32, half
+#: the core's L2): the copy writes the slab and the matmul packs it while it is in
+#: cache. With 36-row slabs of the MobileNet-sized 3x3 convolution (4.6 MB of
+#: im2col) the loaded machine made the kernel 1.6x-1.9x slower (interleaved in one
+#: process, load ~10); slabs of 256 KB to 1 MB were alike.
+COLS_SLAB_ELEMENTS = 1 << 17
 
 
-def _rows_per_slab(row_elements: int, out_row_elements: int) -> int:
+def _rows_per_slab(row_elements: int, out_row_elements: int, im2col: bool = False) -> int:
     rows = SLAB_ELEMENTS // max(row_elements, 1)
     if threads.single_threaded():
         rows = min(rows, OUT_SLAB_ELEMENTS // max(out_row_elements, 1))
+        if im2col:
+            rows = min(rows, COLS_SLAB_ELEMENTS // max(row_elements, 1))
     return max(1, rows)
 
 
@@ -310,7 +318,7 @@ def _conv_slabs(x, wm, w_shape, params: Params, geo, target: _Target):
         return
     view = _windows(x, w_shape, params, top, left, oh, ow)
     k = kh * kw * c
-    slabs = _slabs(n, oh, _rows_per_slab(ow * k, ow * o))
+    slabs = _slabs(n, oh, _rows_per_slab(ow * k, ow * o, im2col=True))
     if not slabs or not oh * ow:  # an empty batch or output
         return
     largest = max((i1 - i0) * (r1 - r0) for i0, i1, r0, r1 in slabs) * ow
