@@ -12,7 +12,11 @@ zero (for quantized inputs, ``x - zp_x`` is zero on the padding).
 - ``depthwise_acc``: quantized accumulators ``sum (x - zp) * w`` for a slab of
   output rows of one image, in the accumulator type ``conv`` proved exact
   (float32 or float64 integers, whatever the order of the additions; int32
-  wraps as the reference's int32 sums do). Requantization stays in numpy.
+  wraps as the reference's int32 sums do).
+- ``requantize``: the one-floor form of ``_qexact.float_requantizer`` (every
+  quantized convolution whose clamp starts at or above the output zero point)
+  in one pass per element instead of numpy's five passes over a chunk; the
+  same float64 operations on values that are exact, so the same bytes.
 
 The loops run over the output pixels with the pixel's contiguous channels
 innermost, which LLVM turns into SIMD code. For a 3x3 filter without depth
@@ -29,6 +33,7 @@ multiply-adds).
 from __future__ import annotations
 
 import numba
+import numpy as np
 
 _jit = numba.njit(cache=True, nogil=True)
 
@@ -160,3 +165,21 @@ def depthwise_acc(x, zp, w, img, r0, acc, top, left, sh, sw, dh, dw, m):
             for ch in range(co):
                 a[ch] = 0
             _taps_centered(x, zp, w, img, y0, x0, a, dh, dw, m)
+
+
+@_jit
+def requantize(acc, scale, offset, lo, hi, out):
+    """out [P, C] = clamp(floor(acc * scale + offset), lo, hi) per channel, in float64.
+
+    ``scale``/``offset`` are ``float_requantizer``'s one-floor coefficients (the bias
+    folded into ``offset``); every intermediate is exact there, so this equals it.
+    """
+    p, c = acc.shape
+    for i in range(p):
+        for ch in range(c):
+            v = np.floor(np.float64(acc[i, ch]) * scale[ch] + offset[ch])
+            if v < lo:
+                v = lo
+            elif v > hi:
+                v = hi
+            out[i, ch] = int(v)

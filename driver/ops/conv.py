@@ -562,6 +562,37 @@ def _jit_depthwise_slabs(module, params: Params, zp: int, fallback):
     return slabs
 
 
+def _jit_requantizer(frequant, lo: int, hi: int):
+    """bias (float64) -> requant(acc, out) -> whether the compiled one-floor
+    requantization filled ``out`` (False: use ``frequant``); None when ``frequant``
+    is the two-floor form, which stays numpy's."""
+    if frequant.one_floor is None:
+        return None
+    scale, first_offset = (np.ascontiguousarray(a, dtype=np.float64) for a in frequant.one_floor)
+    lo64, hi64 = np.float64(lo), np.float64(hi)
+
+    def for_bias(b64: np.ndarray):
+        module = kernels.jit_module()
+        if module is None:
+            return None
+        channels = np.broadcast_to(scale, b64.shape)
+        # as frequant folds the bias: the same float64 products and sums
+        offset = np.ascontiguousarray(b64 * scale + first_offset)
+        channels = np.ascontiguousarray(channels)
+
+        def requant(acc: np.ndarray, out: np.ndarray) -> bool:
+            try:
+                module.requantize(acc, channels, offset, lo64, hi64, out)
+            except Exception as exc:  # noqa: BLE001 (a compile failure: numpy from now on)
+                kernels.failed(exc)
+                return False
+            return True
+
+        return requant
+
+    return for_bias
+
+
 def _channel_rows(kind: Kind, a: np.ndarray) -> tuple[np.ndarray, str]:
     """The filter as 2-D with one output channel per row or column, and which."""
     if kind is DEPTHWISE:  # [1, KH, KW, C*M]: channels along the columns
@@ -638,6 +669,7 @@ def _quant_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
     }
     zp_in, nchw = inp.zeroPoint, params.nchw
     jit = kind is DEPTHWISE and kernels.jit_wanted()
+    jit_requant = _jit_requantizer(frequant, lo, hi) if kernels.jit_wanted() else None
 
     def plan(w: np.ndarray, b: np.ndarray):
         """(accumulation dtype, weights in it, bias as float64, float requant exact?)"""
@@ -690,7 +722,10 @@ def _quant_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
         flat = out.reshape(-1, out.shape[3])
         b64_int = None if fast else b.astype(np.int64)
         # each slab requantized into the output while its accumulators are in cache
+        requant_slab = jit_requant(b64) if fast and jit_requant is not None else None
         for p0, p1, acc in slabs:
+            if requant_slab is not None and requant_slab(acc, flat[p0:p1]):
+                continue
             if fast:
                 frequant(acc, b64, out=flat[p0:p1])
             else:

@@ -150,6 +150,50 @@ def test_quant_depthwise_is_bit_exact(geometry, quant, activation, nchw):
     np.testing.assert_array_equal(jit, ref)
 
 
+def _conv_model(op, geometry, activation, nchw, quant, groups=1):
+    """A quantized CONV_2D (or GROUPED_CONV_2D) of the geometry's input and filter size."""
+    n, h, w, c, kh, kw, _, pads, strides, dilation = geometry
+    tt, lo, hi, xz, wz, yz = quant
+    dtype = np.uint8 if tt == T.TENSOR_QUANT8_ASYMM else np.int8
+    o = 2 * groups
+    mb = ModelBuilder()
+    g = mb.main
+    shape = [n, c, h, w] if nchw else [n, h, w, c]
+    rng = np.random.default_rng(hash((geometry, activation, nchw, op)) % 2**32)
+    x = rng.integers(lo, hi + 1, shape).astype(dtype)
+    wv = rng.integers(lo, hi + 1, (o, kh, kw, c // groups)).astype(dtype)
+    b = rng.integers(-3000, 3000, o).astype(np.int32)
+    ins = [
+        g.input(tt, shape, 0.05, xz),
+        g.constant(tt, wv, scale=0.02, zero_point=wz),
+        g.constant(T.TENSOR_INT32, b, scale=0.05 * 0.02),
+        *(g.constant(T.INT32, v) for v in pads),
+        *(g.constant(T.INT32, v) for v in strides),
+    ]
+    if op == Op.GROUPED_CONV_2D:
+        ins += [g.constant(T.INT32, groups), g.constant(T.INT32, activation)]
+        ins += [g.constant(T.BOOL, nchw)]
+    else:
+        ins += [g.constant(T.INT32, activation), g.constant(T.BOOL, nchw)]
+        ins += [g.constant(T.INT32, v) for v in dilation]
+    g.operation(op, ins, [g.output(tt, [0, 0, 0, 0], 0.1, yz)])
+    return mb.build(), [x]
+
+
+@needs_numba
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=lambda g: "x".join(map(str, g[:7])))
+@pytest.mark.parametrize("quant", QUANT, ids=["u8", "u8-edges", "s8"])
+@pytest.mark.parametrize("activation", [0, 1, 3])
+def test_quant_conv_requantization_is_bit_exact(geometry, quant, activation):
+    """CONV_2D and GROUPED_CONV_2D quant8 go through the compiled requantization."""
+    for op, groups in ((Op.CONV_2D, 1), (Op.GROUPED_CONV_2D, 1)):
+        if op == Op.GROUPED_CONV_2D and geometry[9] != (1, 1):
+            continue  # no dilation for GROUPED_CONV_2D
+        model, inputs = _conv_model(op, geometry, activation, False, quant, groups)
+        (ref,), (jit,) = _both(model, inputs)
+        np.testing.assert_array_equal(jit, ref)
+
+
 @needs_numba
 @pytest.mark.parametrize("acc", [np.float64, np.int32])
 def test_quant_depthwise_on_the_wider_accumulators(monkeypatch, acc):
@@ -172,17 +216,17 @@ def test_the_compiled_kernels_run(monkeypatch):
     module = kernels.jit_module()
     assert module is not None
     calls = []
-    for name in ("depthwise_float", "depthwise_acc"):
+    for name in ("depthwise_float", "depthwise_acc", "requantize"):
         real = getattr(module, name)
         monkeypatch.setattr(module, name, lambda *a, _r=real, _n=name: calls.append(_n) or _r(*a))
     float_model, f_in = _model(GEOMETRIES[0], 0, False, np.float32)
-    quant_model, q_in = _model(GEOMETRIES[0], 0, False, np.uint8, QUANT[0])
+    quant_model, q_in = _model(GEOMETRIES[0], 3, False, np.uint8, QUANT[0])  # one floor
     _compiled(float_model, kernels.NUMPY).run(f_in)
     _compiled(quant_model, kernels.NUMPY).run(q_in)
     assert calls == []
     _compiled(float_model, kernels.AUTO).run(f_in)
     _compiled(quant_model, kernels.AUTO).run(q_in)
-    assert calls[0] == "depthwise_float" and set(calls[1:]) == {"depthwise_acc"}
+    assert calls[0] == "depthwise_float" and set(calls[1:]) == {"depthwise_acc", "requantize"}
 
 
 @needs_numba
@@ -196,6 +240,7 @@ def test_a_failing_compile_falls_back_to_numpy(monkeypatch, caplog):
 
     monkeypatch.setattr(module, "depthwise_float", broken)
     monkeypatch.setattr(module, "depthwise_acc", broken)
+    monkeypatch.setattr(module, "requantize", broken)
     monkeypatch.setattr(kernels, "_broken", False)
     monkeypatch.setattr(kernels, "_module", module)
     float_model, f_in = _model(GEOMETRIES[1], 1, False, np.float32)
