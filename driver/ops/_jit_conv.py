@@ -17,6 +17,9 @@ zero (for quantized inputs, ``x - zp_x`` is zero on the padding).
   quantized convolution whose clamp starts at or above the output zero point)
   in one pass per element instead of numpy's five passes over a chunk; the
   same float64 operations on values that are exact, so the same bytes.
+- ``requantize_fixed``: the other outputs, by TFLite's integer
+  ``MultiplyByQuantizedMultiplier`` itself, in int64 (exact for any
+  accumulator, as the reference is).
 
 The loops run over the output pixels with the pixel's contiguous channels
 innermost, which LLVM turns into SIMD code. For a 3x3 filter without depth
@@ -182,3 +185,29 @@ def requantize(acc, scale, offset, lo, hi, out):
             elif v > hi:
                 v = hi
             out[i, ch] = int(v)
+
+
+@_jit
+def requantize_fixed(acc, bias, mult, left, right, zp, lo, hi, out):
+    """out [P, C] = clamp(MultiplyByQuantizedMultiplier(acc + bias) + zp, lo, hi), per
+    channel, in int64 with the reference's int32 wraps; ``acc`` holds integers."""
+    p, c = acc.shape
+    for i in range(p):
+        for ch in range(c):
+            v = np.int64(acc[i, ch]) + bias[ch]
+            v = ((v + 2**31) & 0xFFFFFFFF) - 2**31  # the int32 sum wraps
+            v = (((v << left[ch]) + 2**31) & 0xFFFFFFFF) - 2**31  # so does the shift
+            # SaturatingRoundingDoublingHighMul (never saturates: mult < 2**31), with
+            # C's division truncating toward zero
+            ab = v * mult[ch]
+            ab += 2**30 if ab >= 0 else 1 - 2**30
+            q = ab >> 31 if ab >= 0 else -((-ab) >> 31)
+            # RoundingDivideByPOT: halves away from zero
+            mask = (np.int64(1) << right[ch]) - 1
+            threshold = (mask >> 1) + (1 if q < 0 else 0)
+            r = (q >> right[ch]) + (1 if (q & mask) > threshold else 0) + zp
+            if r < lo:
+                r = lo
+            elif r > hi:
+                r = hi
+            out[i, ch] = r

@@ -562,27 +562,37 @@ def _jit_depthwise_slabs(module, params: Params, zp: int, fallback):
     return slabs
 
 
-def _jit_requantizer(frequant, lo: int, hi: int):
-    """bias (float64) -> requant(acc, out) -> whether the compiled one-floor
-    requantization filled ``out`` (False: use ``frequant``); None when ``frequant``
-    is the two-floor form, which stays numpy's."""
-    if frequant.one_floor is None:
-        return None
-    scale, first_offset = (np.ascontiguousarray(a, dtype=np.float64) for a in frequant.one_floor)
-    lo64, hi64 = np.float64(lo), np.float64(hi)
+def _jit_requantizer(frequant, mult, exp, zero_point: int, lo: int, hi: int):
+    """(bias, bias as float64, float requantization exact?) -> requant(acc, out) ->
+    whether the compiled requantization filled ``out`` (False: numba failed; use
+    numpy's). The one-floor form of ``frequant`` where numpy would run it, else the
+    integer formula (exact everywhere)."""
+    one_floor = frequant.one_floor
+    if one_floor is not None:
+        scale, first_offset = (np.asarray(a, dtype=np.float64) for a in one_floor)
+    left, right = np.maximum(exp, 0), np.maximum(-exp, 0)
 
-    def for_bias(b64: np.ndarray):
+    def for_bias(b: np.ndarray, b64: np.ndarray, fast: bool):
         module = kernels.jit_module()
         if module is None:
             return None
-        channels = np.broadcast_to(scale, b64.shape)
-        # as frequant folds the bias: the same float64 products and sums
-        offset = np.ascontiguousarray(b64 * scale + first_offset)
-        channels = np.ascontiguousarray(channels)
+        n = len(b)
+
+        def channels(a):
+            return np.ascontiguousarray(np.broadcast_to(a, (n,)))
+
+        if fast and one_floor is not None:
+            # the bias folded in as frequant folds it: the same float64 products and sums
+            args = (channels(scale), channels(b64 * scale + first_offset), float(lo), float(hi))
+            run = module.requantize
+        else:
+            args = (b.astype(np.int64), channels(mult), channels(left), channels(right))
+            args += (zero_point, lo, hi)
+            run = module.requantize_fixed
 
         def requant(acc: np.ndarray, out: np.ndarray) -> bool:
             try:
-                module.requantize(acc, channels, offset, lo64, hi64, out)
+                run(acc, *args, out)
             except Exception as exc:  # noqa: BLE001 (a compile failure: numpy from now on)
                 kernels.failed(exc)
                 return False
@@ -669,7 +679,9 @@ def _quant_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
     }
     zp_in, nchw = inp.zeroPoint, params.nchw
     jit = kind is DEPTHWISE and kernels.jit_wanted()
-    jit_requant = _jit_requantizer(frequant, lo, hi) if kernels.jit_wanted() else None
+    jit_requant = _jit_requantizer(frequant, mult, exp, out.zeroPoint, lo, hi)
+    if not kernels.jit_wanted():
+        jit_requant = None
 
     def plan(w: np.ndarray, b: np.ndarray):
         """(accumulation dtype, weights in it, bias as float64, float requant exact?)"""
@@ -722,7 +734,7 @@ def _quant_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
         flat = out.reshape(-1, out.shape[3])
         b64_int = None if fast else b.astype(np.int64)
         # each slab requantized into the output while its accumulators are in cache
-        requant_slab = jit_requant(b64) if fast and jit_requant is not None else None
+        requant_slab = None if jit_requant is None else jit_requant(b, b64, fast)
         for p0, p1, acc in slabs:
             if requant_slab is not None and requant_slab(acc, flat[p0:p1]):
                 continue

@@ -195,6 +195,37 @@ def test_quant_conv_requantization_is_bit_exact(geometry, quant, activation):
 
 
 @needs_numba
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_integer_requantization_matches_the_reference(dtype):
+    """``requantize_fixed`` against ``_conv_util.requantizer`` (TFLite's formula in numpy)
+    on accumulators across the int32 range, wraps included, with left and right
+    shifts and per-channel multipliers."""
+    from nnhal.driver.ops import _conv_util, quant
+
+    rng = np.random.default_rng(7)
+    module = kernels.jit_module()
+    # real multipliers 0.05 * scale / 0.1 from 5e-7 (right shifts) to 50 (left shifts)
+    scales = np.array([1e-6, 1e-4, 0.01, 0.3, 0.5, 1.9, 2.1, 3, 4, 8, 30, 100], dtype=np.float32)
+    channels = len(scales)
+    mult, exp = _conv_util.multipliers(0.05, scales, 0.1)
+    assert (exp > 0).any() and (exp < 0).any()
+    zp = 3 if dtype == np.int8 else 120
+    lo, hi = quant.activation_range(0, 0.1, zp, dtype)
+    reference = _conv_util.requantizer(mult, exp, zp, lo, hi, dtype)
+    acc = np.concatenate([
+        rng.integers(-(2**31), 2**31, (500, channels)),
+        rng.integers(-3000, 3000, (500, channels)),
+        np.array([[-(2**31)] * channels, [2**31 - 1] * channels, [0] * channels]),
+    ]).astype(np.float64)  # fmt: skip
+    bias = rng.integers(-(2**31), 2**31, channels).astype(np.int64)
+    out = np.empty(acc.shape, dtype=dtype)
+    module.requantize_fixed(
+        acc, bias, mult, np.maximum(exp, 0), np.maximum(-exp, 0), zp, lo, hi, out
+    )
+    np.testing.assert_array_equal(out, reference(acc.astype(np.int64) + bias))
+
+
+@needs_numba
 @pytest.mark.parametrize("acc", [np.float64, np.int32])
 def test_quant_depthwise_on_the_wider_accumulators(monkeypatch, acc):
     """The float64 and int32 accumulations (filters whose bounds exceed float32's
@@ -216,7 +247,7 @@ def test_the_compiled_kernels_run(monkeypatch):
     module = kernels.jit_module()
     assert module is not None
     calls = []
-    for name in ("depthwise_float", "depthwise_acc", "requantize"):
+    for name in ("depthwise_float", "depthwise_acc", "requantize", "requantize_fixed"):
         real = getattr(module, name)
         monkeypatch.setattr(module, name, lambda *a, _r=real, _n=name: calls.append(_n) or _r(*a))
     float_model, f_in = _model(GEOMETRIES[0], 0, False, np.float32)
@@ -241,6 +272,7 @@ def test_a_failing_compile_falls_back_to_numpy(monkeypatch, caplog):
     monkeypatch.setattr(module, "depthwise_float", broken)
     monkeypatch.setattr(module, "depthwise_acc", broken)
     monkeypatch.setattr(module, "requantize", broken)
+    monkeypatch.setattr(module, "requantize_fixed", broken)
     monkeypatch.setattr(kernels, "_broken", False)
     monkeypatch.setattr(kernels, "_module", module)
     float_model, f_in = _model(GEOMETRIES[1], 1, False, np.float32)
