@@ -25,15 +25,16 @@ The loops run over the output pixels with the pixel's contiguous channels
 innermost, which LLVM turns into SIMD code. For a 3x3 filter without depth
 multiplier (MobileNet's) and a window inside the input, the nine taps are one
 expression: the pixel's accumulators stay in registers instead of being
-loaded and stored once per tap. That expression indexes ``x`` and ``w``
-themselves, not a view per tap: LLVM vectorizes a loop only after run-time
-checks that its stores overlap none of its loads, one per pair of distinct
-arrays, and with nine input views and nine filter rows it gave up and ran
-scalar code (measured on 1x112x112x64: 0.47 ms with views, 0.36 ms
-indexed). Other pixels and filters add tap by tap, skipping the taps outside
-(an index is used only once it is known to be inside, never negative). No
-``fastmath``: float results differ from numpy's only by the order of the
-additions (allowing fused multiply-adds measured no faster).
+loaded and stored once per tap. That expression indexes the input, the
+filter and the output themselves, not a view per tap or pixel: LLVM
+vectorizes a loop only after run-time checks that its stores overlap none
+of its loads, one per pair of distinct arrays, and with nine input views and
+nine filter rows it gave up and ran scalar code (measured on 1x112x112x64:
+0.47 ms with views, 0.36-0.43 ms indexed). Other pixels and filters add tap
+by tap, skipping the taps outside (an index is used only once it is known to
+be inside, never negative). No ``fastmath``: float results differ from
+numpy's only by the order of the additions (allowing fused multiply-adds
+measured no faster).
 """
 
 from __future__ import annotations
@@ -85,7 +86,6 @@ def depthwise_float(x, w, bias, out, top, left, sh, sw, dh, dw, m, lo, hi):
             rows_in = y0 >= 0 and y2 < h
             for ox in range(ow):
                 x0 = ox * sw - left
-                a = out[img, oy, ox]
                 if fused and rows_in and x0 >= 0 and x0 + 2 * dw < width:
                     x1, x2 = x0 + dw, x0 + 2 * dw
                     for ch in range(co):
@@ -98,8 +98,9 @@ def depthwise_float(x, w, bias, out, top, left, sh, sw, dh, dw, m, lo, hi):
                             v = lo
                         elif v > hi:
                             v = hi
-                        a[ch] = v
+                        out[img, oy, ox, ch] = v
                     continue
+                a = out[img, oy, ox]
                 for ch in range(co):
                     a[ch] = bias[ch]
                 _taps_float(x, w, img, y0, x0, a, dh, dw, m)
@@ -150,7 +151,6 @@ def depthwise_acc(x, zp, w, img, r0, acc, top, left, sh, sw, dh, dw, m):
         rows_in = y0 >= 0 and y2 < h
         for ox in range(ow):
             x0 = ox * sw - left
-            a = acc[r, ox]
             if fused and rows_in and x0 >= 0 and x0 + 2 * dw < width:
                 x1, x2 = x0 + dw, x0 + 2 * dw
                 for ch in range(co):
@@ -162,8 +162,9 @@ def depthwise_acc(x, zp, w, img, r0, acc, top, left, sh, sw, dh, dw, m):
                     v += (x[img, y1, x2, ch] - zp) * w[1, 2, ch]
                     v += (x[img, y2, x0, ch] - zp) * w[2, 0, ch]
                     v += (x[img, y2, x1, ch] - zp) * w[2, 1, ch]
-                    a[ch] = v + (x[img, y2, x2, ch] - zp) * w[2, 2, ch]
+                    acc[r, ox, ch] = v + (x[img, y2, x2, ch] - zp) * w[2, 2, ch]
                 continue
+            a = acc[r, ox]
             for ch in range(co):
                 a[ch] = 0
             _taps_centered(x, zp, w, img, y0, x0, a, dh, dw, m)
