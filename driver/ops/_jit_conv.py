@@ -15,7 +15,7 @@ zero (for quantized inputs, ``x - zp_x`` is zero on the padding).
   wraps as the reference's int32 sums do).
 - ``requantize``: the one-floor form of ``_qexact.float_requantizer`` (every
   quantized convolution whose clamp starts at or above the output zero point)
-  in one pass per element instead of numpy's five passes over a chunk; the
+  in one pass per element instead of numpy's five or six over a chunk; the
   same float64 operations on values that are exact, so the same bytes.
 - ``requantize_fixed``: the other outputs, by TFLite's integer
   ``MultiplyByQuantizedMultiplier`` itself, in int64 (exact for any
