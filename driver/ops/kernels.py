@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 _choice: str | None = None  # set by set_kernels (None: the environment, else AUTO)
 _module: ModuleType | None = None
 _broken = False  # numba failed to import or compile: numpy from then on
+_present: bool | None = None  # whether numba is installed (looked for once: ~0.1 ms a look)
 _lock = threading.Lock()
 
 
@@ -86,8 +87,13 @@ def serving_kernels(profile_kernels: list[str | None]) -> str | None:
 
 def jit_wanted() -> bool:
     """Whether kernels bound now should try the compiled path (cheap: numba is only
-    looked for, not imported)."""
-    return current() == AUTO and not _broken and importlib.util.find_spec("numba") is not None
+    looked for, once per process, not imported)."""
+    global _present
+    if current() != AUTO or _broken:
+        return False
+    if _present is None:
+        _present = importlib.util.find_spec("numba") is not None
+    return _present
 
 
 def jit_module() -> ModuleType | None:
@@ -110,9 +116,3 @@ def failed(exc: BaseException) -> None:
     if not _broken:
         log.warning("compiled kernels disabled, numpy runs them: %s: %s", type(exc).__name__, exc)
     _broken, _module = True, None
-
-
-def _reset_for_tests() -> None:
-    """Forget an earlier failure (tests that simulate one)."""
-    global _broken
-    _broken = False
