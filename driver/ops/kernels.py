@@ -11,10 +11,10 @@ test runs both.
   numpy kernels run from then on.
 - ``"numpy"``: always the numpy kernels.
 
-Where it is set, first wins: the environment variable ``NNHAL_KERNELS``, the
-device profile key ``kernels`` (applied by ``nnhal serve``), else the default;
-``set_kernels`` sets it from Python. Like the thread pools it belongs to the
-process. The choice is read when a kernel is bound (preparation), so it
+Where it is set, first wins: ``set_kernels`` from Python (``nnhal serve``
+calls it with the device profiles' ``kernels`` key unless the environment
+decides), the environment variable ``NNHAL_KERNELS``, else the default. Like
+the thread pools it belongs to the process. The choice is read when a kernel is bound (preparation), so it
 applies to models prepared after it changes.
 
 Compilation is lazy: numba is imported and a kernel compiled at its first call
