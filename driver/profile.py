@@ -61,6 +61,7 @@ _TOP_KEYS = frozenset(
         "op_package_kernel_timeout_ms",
         "op_package_workers",
         "threads",
+        "kernels",
     }
 )
 _PERF_KEYS = (
@@ -118,6 +119,9 @@ class Profile:
     #: numeric-library threads of the serving process (nnhal.driver.ops.threads;
     #: 0 = the libraries' default; None = not set here)
     threads: int | None = None
+    #: "auto" or "numpy": which kernels the serving process runs (nnhal.driver.ops.kernels;
+    #: None = not set here)
+    kernels: str | None = None
 
     def sample_rule(self, op_type: int, input_types: Sequence[int | None]) -> str | None:
         """Why ``include_operations`` / ``first_input_types`` refuse an operation (None: they
@@ -252,6 +256,14 @@ class _Parser:
                 threads = parse_threads(data["threads"])
             except ValueError as exc:
                 raise self.error("threads", str(exc)) from None
+        kernels = None
+        if "kernels" in data:
+            from nnhal.driver.ops.kernels import parse_kernels
+
+            try:
+                kernels = parse_kernels(data["kernels"])
+            except ValueError as exc:
+                raise self.error("kernels", str(exc)) from None
         return Profile(
             name=name,
             versionString=version,
@@ -275,6 +287,7 @@ class _Parser:
                 data.get("op_package_workers", 2), "op_package_workers", maximum=64
             ),
             threads=threads,
+            kernels=kernels,
         )
 
     def _type_input(self, table: Any) -> tuple[tuple[int, int], ...]:

@@ -238,6 +238,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         args.threads = serving_threads(args.threads, [d.profile.threads for d in devices])
         set_threads(args.threads)  # the execution workers (--workers) take the same count
+        from nnhal.driver.ops import kernels  # the profiles' `kernels`
+
+        choice = kernels.serving_kernels([d.profile.kernels for d in devices])
+        if choice is not None:
+            kernels.set_kernels(choice)
+            os.environ[kernels.ENV] = choice  # the execution workers (--workers) inherit it
     except ValueError as exc:
         raise CliError(str(exc)) from None
     device = import_module("nnhal.tools.cli_trace").configure_devices(devices, args)

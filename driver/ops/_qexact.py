@@ -121,9 +121,12 @@ def float_requantizer(
         room = 2.0**53 - nudges - abs(zero_point) * np.exp2(31.0 + right)
         limit = np.where(m_left > 0, np.floor(room / np.maximum(m_left, 1.0)) - 1, 2.0**53)
         body = _one_floor(_per_channel(scale), _per_channel(first_offset), lo, hi, out_dtype)
+        # the per-channel coefficients, for compiled kernels that fuse the same formula
+        body.one_floor = (scale, first_offset)
     else:
         limit = requant_limit(exp)
         body = _two_floors(mult, left, right, shifting, zero_point, lo, hi, out_dtype)
+        body.one_floor = None
     body.limit = limit
     return body
 

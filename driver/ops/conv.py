@@ -15,7 +15,9 @@ Kernels work in NHWC:
 - DEPTHWISE_CONV_2D: one einsum over the taps per slab (a channel never
   mixes with another, so there is no matmul); with a unit width stride each
   tap is a contiguous run of OW*C input values per output row, multiplied by
-  the filter tiled along the width.
+  the filter tiled along the width. With numba installed (``kernels``), the
+  compiled kernels of ``_jit_conv`` run instead: one pass with the bias and
+  the clamp fused (float), or the exact accumulators of each slab (quantized).
 
 On one BLAS thread a slab is about ``OUT_SLAB_ELEMENTS`` output values, so the
 bias, the activation or the requantization pass over it while it is in
@@ -38,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from nnhal.driver.ops import _qexact, quant, threads
+from nnhal.driver.ops import _qexact, kernels, quant, threads
 from nnhal.driver.ops._conv_util import (
     Params,
     Signature,
@@ -253,12 +255,20 @@ SLAB_ELEMENTS = 1 << 22
 #: of a float MobileNet, 0.90x of a quant8 one; 64K-element slabs were 1.10x at
 #: low load, better only under heavy load)
 OUT_SLAB_ELEMENTS = 1 << 18
+#: im2col elements per slab when BLAS runs on one thread (512 KB of float32, half
+#: the core's L2): the copy writes the slab and the matmul packs it while it is in
+#: cache. With 36-row slabs of the MobileNet-sized 3x3 convolution (4.6 MB of
+#: im2col) the loaded machine made the kernel 1.6x-1.9x slower (interleaved in one
+#: process, load ~10); slabs of 256 KB to 1 MB were alike.
+COLS_SLAB_ELEMENTS = 1 << 17
 
 
-def _rows_per_slab(row_elements: int, out_row_elements: int) -> int:
+def _rows_per_slab(row_elements: int, out_row_elements: int, im2col: bool = False) -> int:
     rows = SLAB_ELEMENTS // max(row_elements, 1)
     if threads.single_threaded():
         rows = min(rows, OUT_SLAB_ELEMENTS // max(out_row_elements, 1))
+        if im2col:
+            rows = min(rows, COLS_SLAB_ELEMENTS // max(row_elements, 1))
     return max(1, rows)
 
 
@@ -308,7 +318,7 @@ def _conv_slabs(x, wm, w_shape, params: Params, geo, target: _Target):
         return
     view = _windows(x, w_shape, params, top, left, oh, ow)
     k = kh * kw * c
-    slabs = _slabs(n, oh, _rows_per_slab(ow * k, ow * o))
+    slabs = _slabs(n, oh, _rows_per_slab(ow * k, ow * o, im2col=True))
     if not slabs or not oh * ow:  # an empty batch or output
         return
     largest = max((i1 - i0) * (r1 - r0) for i0, i1, r0, r1 in slabs) * ow
@@ -457,6 +467,7 @@ def _float_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
     w_const, b_const = ctx.constant(1), ctx.constant(2)
     wm_const = None if w_const is None else prep(w_const)
     b_f32 = None if b_const is None else b_const.astype(f32)
+    compiled = _jit_float_depthwise(params) if kind is DEPTHWISE and kernels.jit_wanted() else None
 
     def kernel(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
         xn = to_nhwc(x, nchw)
@@ -467,6 +478,8 @@ def _float_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
         bias = b_f32 if b_f32 is not None else b.astype(f32)
         _, _, oh, ow = geo
         out = np.empty((xn.shape[0], oh, ow, out_channels(kind, w.shape)), dtype=f32)
+        if compiled is not None and compiled(xn, wm, bias, out, geo):
+            return from_nhwc(out, nchw).astype(out_dtype, copy=False)
         flat = out.reshape(-1, out.shape[3])
         # bias and activation on each slab while it is in cache
         for _, _, acc in accumulate(xn, wm, w.shape, geo, _Target(flat, flat.shape[1], f32)):
@@ -476,6 +489,118 @@ def _float_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
         return from_nhwc(out, nchw).astype(out_dtype, copy=False)
 
     return kernel
+
+
+def _jit_float_depthwise(params: Params) -> Callable[..., bool]:
+    """(x NHWC, [KH, KW, C, M] filter, bias, out, geometry) -> whether the compiled
+    depthwise kernel filled ``out`` (False: numba failed; the numpy path runs)."""
+    sw, sh = params.stride
+    dw, dh = params.dilation
+    m = params.extra["depth_multiplier"]
+    # the fused activation as bounds (+-inf: none), in float32 like the values
+    lo, hi = {1: (0, np.inf), 2: (-1, 1), 3: (0, 6)}.get(params.activation, (-np.inf, np.inf))
+    lo, hi = f32(lo), f32(hi)
+
+    def run(x, wm, bias, out, geo) -> bool:
+        module = kernels.jit_module()
+        if module is None:
+            return False
+        top, left, _, _ = geo
+        kh, kw = wm.shape[:2]
+        try:
+            module.depthwise_float(
+                np.ascontiguousarray(x), wm.reshape(kh, kw, -1), np.ascontiguousarray(bias),
+                out, top, left, sh, sw, dh, dw, m, lo, hi,
+            )  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 (a compile failure: numpy from now on)
+            kernels.failed(exc)
+            return False
+        return True
+
+    return run
+
+
+def _jit_depthwise_slabs(module, params: Params, zp: int, fallback):
+    """slabs(x NHWC *uncentered*, weights, filter shape, geometry, target) -> iterator of
+    (p0, p1, acc) as ``_accumulate``'s, from the compiled kernel (the centering fused);
+    ``fallback(x, ...)`` (the numpy slabs) when numba fails to compile."""
+    sw, sh = params.stride
+    dw, dh = params.dilation
+    m = params.extra["depth_multiplier"]
+
+    def slabs(x, wm, w_shape, geo, target):
+        top, left, oh, ow = geo
+        n = x.shape[0]
+        _, kh, kw, co = w_shape
+        blocks = _slabs(n, oh, _rows_per_slab(ow * co * kh * kw, ow * co))
+        if not blocks or not oh * ow:
+            return
+        largest = max((i1 - i0) * (r1 - r0) for i0, i1, r0, r1 in blocks) * ow
+        x = np.ascontiguousarray(x)
+        w3 = wm.reshape(kh, kw, co)
+        zp_acc = wm.dtype.type(zp)
+        first = True
+        for i0, i1, r0, r1 in blocks:
+            p0 = (i0 * oh + r0) * ow
+            p1 = p0 + (i1 - i0) * (r1 - r0) * ow
+            acc = target(p0, p1, largest)
+            per_image = acc.reshape(i1 - i0, r1 - r0, ow, co)
+            try:
+                for i in range(i0, i1):
+                    module.depthwise_acc(
+                        x, zp_acc, w3, i, r0, per_image[i - i0], top, left, sh, sw, dh, dw, m
+                    )
+            except Exception as exc:  # a compile failure: numpy from now on
+                if not first:
+                    raise
+                kernels.failed(exc)
+                yield from fallback(x, wm, w_shape, geo, target)
+                return
+            first = False
+            yield p0, p1, acc
+
+    return slabs
+
+
+def _jit_requantizer(frequant, mult, exp, zero_point: int, lo: int, hi: int):
+    """(bias, bias as float64, float requantization exact?) -> requant(acc, out) ->
+    whether the compiled requantization filled ``out`` (False: numba failed; use
+    numpy's). The one-floor form of ``frequant`` where numpy would run it, else the
+    integer formula (exact everywhere)."""
+    one_floor = frequant.one_floor
+    if one_floor is not None:
+        scale, first_offset = (np.asarray(a, dtype=np.float64) for a in one_floor)
+    left, right = np.maximum(exp, 0), np.maximum(-exp, 0)
+
+    def for_bias(b: np.ndarray, b64: np.ndarray, fast: bool):
+        module = kernels.jit_module()
+        if module is None:
+            return None
+        n = len(b)
+
+        def channels(a):
+            return np.ascontiguousarray(np.broadcast_to(a, (n,)))
+
+        if fast and one_floor is not None:
+            # the bias folded in as frequant folds it: the same float64 products and sums
+            args = (channels(scale), channels(b64 * scale + first_offset), float(lo), float(hi))
+            run = module.requantize
+        else:
+            args = (b.astype(np.int64), channels(mult), channels(left), channels(right))
+            args += (zero_point, lo, hi)
+            run = module.requantize_fixed
+
+        def requant(acc: np.ndarray, out: np.ndarray) -> bool:
+            try:
+                run(acc, *args, out)
+            except Exception as exc:  # noqa: BLE001 (a compile failure: numpy from now on)
+                kernels.failed(exc)
+                return False
+            return True
+
+        return requant
+
+    return for_bias
 
 
 def _channel_rows(kind: Kind, a: np.ndarray) -> tuple[np.ndarray, str]:
@@ -553,6 +678,10 @@ def _quant_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
         for dt in (np.float32, np.float64, fallback)
     }
     zp_in, nchw = inp.zeroPoint, params.nchw
+    jit = kind is DEPTHWISE and kernels.jit_wanted()
+    jit_requant = _jit_requantizer(frequant, mult, exp, out.zeroPoint, lo, hi)
+    if not kernels.jit_wanted():
+        jit_requant = None
 
     def plan(w: np.ndarray, b: np.ndarray):
         """(accumulation dtype, weights in it, bias as float64, float requant exact?)"""
@@ -579,20 +708,36 @@ def _quant_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
     w_const, b_const = ctx.constant(1), ctx.constant(2)
     fixed = None if w_const is None or b_const is None else plan(w_const, b_const)
 
+    def centered(acc_dtype):
+        """The numpy slabs of the input centered in ``acc_dtype`` (one pass: the cast
+        happens inside the subtraction); zero padding is then the input zero point."""
+
+        def slabs(x, wm, w_shape, geo, target):
+            xc = np.subtract(x, acc_dtype(zp_in), dtype=acc_dtype)
+            return accumulators[acc_dtype](xc, wm, w_shape, geo, target)
+
+        return slabs
+
     def kernel(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
         xn = to_nhwc(x, nchw)
         geo = geometry(xn.shape, w.shape, b.shape)
         acc_dtype, wm, b64, fast = fixed if fixed is not None else plan(w, b)
-        # centered (one pass: the cast happens inside the subtraction); zero padding
-        # is then the input zero point
-        xc = np.subtract(xn, acc_dtype(zp_in), dtype=acc_dtype)
+        module = kernels.jit_module() if jit else None
+        target = _Target(None, out_channels(kind, w.shape), acc_dtype)
+        if module is not None:  # centers the input itself
+            run = _jit_depthwise_slabs(module, params, zp_in, centered(acc_dtype))
+        else:
+            run = centered(acc_dtype)
+        slabs = run(xn, wm, w.shape, geo, target)
         _, _, oh, ow = geo
         out = np.empty((xn.shape[0], oh, ow, out_channels(kind, w.shape)), dtype=dtype)
         flat = out.reshape(-1, out.shape[3])
         b64_int = None if fast else b.astype(np.int64)
-        target = _Target(None, flat.shape[1], acc_dtype)
         # each slab requantized into the output while its accumulators are in cache
-        for p0, p1, acc in accumulators[acc_dtype](xc, wm, w.shape, geo, target):
+        requant_slab = None if jit_requant is None else jit_requant(b, b64, fast)
+        for p0, p1, acc in slabs:
+            if requant_slab is not None and requant_slab(acc, flat[p0:p1]):
+                continue
             if fast:
                 frequant(acc, b64, out=flat[p0:p1])
             else:

@@ -72,13 +72,20 @@ def single_threaded() -> bool:
 
 
 def thread_report() -> str:
-    """One line naming each library's pool size now, e.g. ``blas openblas: 1``."""
+    """One line naming each library's pool size now, e.g. ``blas openblas (Haswell): 1``.
+
+    The BLAS's kernel architecture is named because it decides GEMM speed as much as
+    the threads: OpenBLAS picks its kernels at load time, and ``OPENBLAS_CORETYPE``
+    can pin older ones (Haswell's AVX2 kernels on an AVX-512 core halve sgemm speed).
+    """
     from threadpoolctl import threadpool_info
 
-    parts = [
-        f"{info.get('user_api')} {info.get('internal_api')}: {info.get('num_threads')}"
-        for info in threadpool_info()
-    ]
+    parts = []
+    for info in threadpool_info():
+        arch = f" ({info['architecture']})" if info.get("architecture") else ""
+        parts.append(
+            f"{info.get('user_api')} {info.get('internal_api')}{arch}: {info.get('num_threads')}"
+        )
     return ", ".join(parts) or "no thread pools found"
 
 
