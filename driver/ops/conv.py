@@ -678,10 +678,11 @@ def _quant_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
         for dt in (np.float32, np.float64, fallback)
     }
     zp_in, nchw = inp.zeroPoint, params.nchw
-    jit = kind is DEPTHWISE and kernels.jit_wanted()
-    jit_requant = _jit_requantizer(frequant, mult, exp, out.zeroPoint, lo, hi)
-    if not kernels.jit_wanted():
-        jit_requant = None
+    want_jit = kernels.jit_wanted()
+    jit = kind is DEPTHWISE and want_jit
+    jit_requant = (
+        _jit_requantizer(frequant, mult, exp, out.zeroPoint, lo, hi) if want_jit else None
+    )
 
     def plan(w: np.ndarray, b: np.ndarray):
         """(accumulation dtype, weights in it, bias as float64, float requant exact?)"""
@@ -707,6 +708,18 @@ def _quant_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
 
     w_const, b_const = ctx.constant(1), ctx.constant(2)
     fixed = None if w_const is None or b_const is None else plan(w_const, b_const)
+    # with a constant bias the compiled requantizer's per-channel arguments are made once,
+    # at the first execution (numba is imported then, never at preparation)
+    fixed_requant: list = []
+
+    def compiled_requant(b: np.ndarray, b64: np.ndarray, fast: bool):
+        if jit_requant is None:
+            return None
+        if fixed is None:
+            return jit_requant(b, b64, fast)
+        if not fixed_requant:
+            fixed_requant.append(jit_requant(b, b64, fast))
+        return fixed_requant[0]
 
     def centered(acc_dtype):
         """The numpy slabs of the input centered in ``acc_dtype`` (one pass: the cast
@@ -734,7 +747,7 @@ def _quant_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
         flat = out.reshape(-1, out.shape[3])
         b64_int = None if fast else b.astype(np.int64)
         # each slab requantized into the output while its accumulators are in cache
-        requant_slab = None if jit_requant is None else jit_requant(b, b64, fast)
+        requant_slab = compiled_requant(b, b64, fast)
         for p0, p1, acc in slabs:
             if requant_slab is not None and requant_slab(acc, flat[p0:p1]):
                 continue
