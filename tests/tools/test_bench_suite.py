@@ -186,11 +186,12 @@ def test_cli_suite_and_legacy(tmp_path, capsys):
 def test_targets_run_small():
     from nnhal.tools.bench_targets import run_targets
 
-    targets = run_targets(rounds=1, big_elements=4096, prepare={"x": {"in_process_us": 2.0,
-                                                                     "onnxruntime_session_us": 4.0}})  # fmt: skip
+    targets = run_targets(rounds=1, big_elements=4096, transport_rounds=5,
+                          prepare={"x": {"in_process_us": 2.0, "onnxruntime_session_us": 4.0}})  # fmt: skip
     assert targets["fixed_cost_us"]["value"] > 0
     for key in ("grpc_vs_echo", "burst_vs_pingpong", "inline_vs_shared_64mib"):
         assert targets[key]["ratio"] > 0
+    assert targets["grpc_vs_echo"]["rounds"] == targets["burst_vs_pingpong"]["rounds"] == 5
     assert targets["prepare_vs_onnxruntime"]["ratios"] == {"x": 0.5}
 
 
