@@ -428,9 +428,8 @@ class RequestEncoder:
 
     def __init__(self) -> None:
         self._last: tuple[Any, Any, type, bytes] | None = None
-        # one entry per message type: a client may alternate bursts and other executions
-        self._last_execution: tuple[Any, Any, tuple[Any, ...], bytes] | None = None
-        self._last_burst: tuple[Any, Any, tuple[Any, ...], bytes] | None = None
+        # one entry per message type (unary execution, burst): a client may alternate them
+        self._last_fixed: dict[type, tuple[Any, Any, tuple[Any, ...], bytes]] = {}
 
     def fill(self, msg: Any, value: Request, *, v1_0: bool = False) -> None:
         """``msg``: an empty ``Request`` message (``V1_0.Request`` with ``v1_0``)."""
@@ -464,17 +463,7 @@ class RequestEncoder:
             fill_time_point(msg.deadline, deadline)
             fill_timeout(msg.loopTimeoutDuration, loop_timeout)
             return
-        inputs, outputs = value.inputs, value.outputs
-        fixed = (type(msg), prepared_model, measure)
-        last = self._last_execution
-        if last is not None and last[0] is inputs and last[1] is outputs and last[2] == fixed:
-            msg.MergeFromString(last[3])
-        else:
-            msg.preparedModel, msg.measure = prepared_model, measure
-            _fill_arguments(msg.request, inputs, outputs)
-            msg.deadline.SetInParent()  # optional_time_point_to_pb(None): present, unset
-            msg.loopTimeoutDuration.SetInParent()
-            self._last_execution = (inputs, outputs, fixed, msg.SerializeToString())
+        self._fill_fixed(msg, prepared_model, measure, value, _mark_execution_fields)
         _fill_pools(msg.request, value.pools, False)
 
     def fill_burst_execution(
@@ -490,17 +479,35 @@ class RequestEncoder:
             self.fill(msg.request, value, v1_0=True)
             msg.slots.poolSlots.extend(pool_slots)
             return
+        self._fill_fixed(msg, prepared_model, measure, value, _mark_burst_fields)
+        _fill_pools(msg.request, value.pools, True)
+
+    def _fill_fixed(
+        self, msg: Any, prepared_model: int, measure: int, value: Request, mark: Any
+    ) -> None:
+        """All of an execution message but its pools: parsed from the bytes of the last
+        message of its kind when the arguments, prepared model and measure are the same,
+        else filled (``mark`` sets the fields that are present and empty) and kept."""
         inputs, outputs = value.inputs, value.outputs
-        fixed = (type(msg), prepared_model, measure)
-        last = self._last_burst
+        kind = type(msg)
+        fixed = (prepared_model, measure)
+        last = self._last_fixed.get(kind)
         if last is not None and last[0] is inputs and last[1] is outputs and last[2] == fixed:
             msg.MergeFromString(last[3])
-        else:
-            msg.preparedModel, msg.measure = prepared_model, measure
-            _fill_arguments(msg.request, inputs, outputs)
-            msg.slots.SetInParent()  # present and empty, as BurstSlots()
-            self._last_burst = (inputs, outputs, fixed, msg.SerializeToString())
-        _fill_pools(msg.request, value.pools, True)
+            return
+        msg.preparedModel, msg.measure = prepared_model, measure
+        _fill_arguments(msg.request, inputs, outputs)
+        mark(msg)
+        self._last_fixed[kind] = (inputs, outputs, fixed, msg.SerializeToString())
+
+
+def _mark_execution_fields(msg: Any) -> None:
+    msg.deadline.SetInParent()  # optional_time_point_to_pb(None): present, unset
+    msg.loopTimeoutDuration.SetInParent()
+
+
+def _mark_burst_fields(msg: Any) -> None:
+    msg.slots.SetInParent()  # present and empty, as BurstSlots()
 
 
 def _fill_arguments(msg: Any, inputs: Any, outputs: Any) -> None:
