@@ -32,14 +32,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from nnhal.driver.ops import kernels
 from nnhal.driver.ops._operand_rules import check_rank, dtype_of, runtime_failure
 from nnhal.driver.ops._rnn_util import (
     RNN_ACTIVATIONS,
     Dims,
     activation_inplace,
     bound_activation_code,
+    cells_failed,
     check_activation_code,
     fully_known,
+    jit_cells,
 )
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
@@ -51,6 +54,8 @@ f32 = np.float32
 
 _TYPES = {_T.TENSOR_FLOAT32: _V.V1_0, _T.TENSOR_FLOAT16: _V.V1_2}
 _SEQ_TYPES = {_T.TENSOR_FLOAT32: _V.V1_2, _T.TENSOR_FLOAT16: _V.V1_2}
+#: NONE, RELU, RELU1, RELU6, TANH: what ``_jit_rnn.rnn_step`` computes
+_COMPILED_ACTIVATIONS = frozenset({0, 1, 2, 3, 4})
 
 
 def _weights_t(ctx: OpContext, index: int) -> np.ndarray | None:
@@ -109,18 +114,40 @@ def _rnn_prepare(ctx: OpContext) -> list[Shape]:
 
 
 def _rnn_execute(ctx: OpContext) -> Callable[..., tuple]:
-    act = activation_inplace(bound_activation_code(ctx, 5, RNN_ACTIVATIONS))
+    code = bound_activation_code(ctx, 5, RNN_ACTIVATIONS)
+    act = activation_inplace(code)
     dtype = dtype_of(ctx.outputs[0].type)
     w_t, r_t, bias = _weights_t(ctx, 1), _weights_t(ctx, 2), _bias(ctx, 3)
     checked = fully_known(*(ctx.inputs[i].dimensions for i in range(5)))
+    compiled = (
+        code in _COMPILED_ACTIVATIONS
+        and dtype == f32
+        and not any(a is None for a in (w_t, r_t, bias))
+        and kernels.jit_wanted()
+    )
+    size, units = (w_t.shape[0], r_t.shape[0]) if compiled else (0, 0)
 
     def rnn(x, w, r, b, h):
         if not checked:
             if x.ndim != 2 or h.ndim != 2:
                 raise runtime_failure(ctx, "input 0 and input 4 must have rank 2")
             _check_cell(ctx, "input", w, r, b, h, x.shape[1], x.shape[0])
-        out = x @ (w_t if w_t is not None else w.astype(f32).T)
-        out += h @ (r_t if r_t is not None else r.astype(f32).T)
+        # the compiled step trusts its shapes (no bounds checks): they are checked here
+        if compiled and x.shape[1] == size and h.shape == (x.shape[0], units):
+            cells = jit_cells()
+            if cells is not None:
+                out = np.empty((x.shape[0], units), f32)
+                try:
+                    cells.rnn_step(x, h, w_t, r_t, bias, code, out)
+                except TypeError:  # argument types it was not compiled for: numpy
+                    pass
+                except Exception as exc:  # noqa: BLE001 (a failure of numba: numpy from now on)
+                    cells_failed(exc)
+                else:
+                    return out, out.copy()
+        # np.dot reaches BLAS with less dispatch than matmul (same sums)
+        out = np.dot(x, w_t if w_t is not None else w.astype(f32).T)
+        out += np.dot(h, r_t if r_t is not None else r.astype(f32).T)
         out += bias if bias is not None else b
         if act is not None:
             act(out)
