@@ -1,7 +1,7 @@
 """The compiled recurrent cells (``_jit_rnn``) against the numpy reference.
 
 Each case binds its kernel twice, with ``kernels.set_kernels("numpy")`` and
-with the default (the compiled cells, numba being installed in CI through the
+with ``"auto"`` (the compiled cells, numba being installed in CI through the
 ``test`` extra), runs both on the same arrays and compares every output; a
 counting wrapper around the compiled kernel proves that the second run took
 it. The float64 cells of ``test_ops_lstm`` / ``test_ops_rnn`` check the math
@@ -68,7 +68,7 @@ def both(run, definition, ins, outs):
     """(numpy results, compiled-path results) of one call."""
     kernels.set_kernels(kernels.NUMPY)
     ref = run(definition, ins, outs)[2]
-    kernels.set_kernels(None)
+    kernels.set_kernels(kernels.AUTO)  # over NNHAL_KERNELS
     return ref, run(definition, ins, outs)[2]
 
 
