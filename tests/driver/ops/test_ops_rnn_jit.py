@@ -12,6 +12,8 @@ both paths. Without numba this module is skipped.
 from __future__ import annotations
 
 import importlib.util
+import sys
+import threading
 
 import numpy as np
 import pytest
@@ -21,6 +23,7 @@ from lstm_reference import tensor as lstm_tensor
 from nnhal.driver.ops import _rnn_util, kernels
 from nnhal.driver.ops.lstm import LSTM_DEF
 from nnhal.driver.ops.sequence_lstm import BIDIRECTIONAL_DEF, UNIDIRECTIONAL_DEF
+from ops_harness import context as rnn_context
 from ops_harness import out, scalar
 from test_ops_rnn import rnn_inputs
 from test_ops_rnn import run as run_rnn
@@ -200,3 +203,56 @@ def test_bidirectional_runs_the_backward_cell_in_reverse(counted):
     ref, jit = both(run_lstm, BIDIRECTIONAL_DEF, ins, [out(F32) for _ in range(6)])
     assert counted.get("lstm_sequence") == 2
     assert_agree(jit, ref)
+
+
+# ---------------------------------------------------------------------------
+# Falling back to numpy
+# ---------------------------------------------------------------------------
+
+
+def test_a_failing_kernel_falls_back_to_numpy(cells, monkeypatch, caplog):
+    """A compiled cell that fails logs one warning; numpy runs that call and the
+    following ones, and kernels bound afterwards do not try numba."""
+
+    def broken(*args):
+        raise RuntimeError("simulated numba failure")
+
+    monkeypatch.setattr(cells, "rnn_step", broken)
+    monkeypatch.setattr(kernels, "_broken", False)
+    monkeypatch.setattr(_rnn_util, "_cells", cells)
+    ins = rnn_inputs(F32, batch=2, size=9, units=5, act=4, const=True)
+    ref, got = both(run_rnn, Op.RNN, ins, [out(F32), out(F32)])
+    assert_agree(got, ref)
+    assert "simulated numba failure" in caplog.text
+    assert _rnn_util.jit_cells() is None and not kernels.jit_wanted()
+    monkeypatch.setattr(kernels, "_broken", False)  # the other tests keep numba
+
+
+def test_a_failing_import_falls_back_to_numpy(cells, monkeypatch, caplog):
+    monkeypatch.setitem(sys.modules, "nnhal.driver.ops._jit_rnn", None)  # import -> ImportError
+    for name, value in (("_cells", None), ("_started", False), ("_waited", False)):
+        monkeypatch.setattr(_rnn_util, name, value)
+    monkeypatch.setattr(_rnn_util, "_ready", threading.Event())
+    monkeypatch.setattr(kernels, "_broken", False)
+    cell = Cell.random(4, 6)
+    ins = lstm_inputs(cell, rand((2, 4)), rand((2, 6)), rand((2, 6)))
+    ref, got = both(run_lstm, LSTM_DEF, ins, [out(F32) for _ in range(4)])
+    assert_agree(got, ref)
+    assert _rnn_util.jit_cells() is None and "_jit_rnn" in caplog.text
+    monkeypatch.setattr(kernels, "_broken", False)
+
+
+def test_argument_types_it_was_not_compiled_for_run_numpy(counted):
+    """A float64 hidden state handed to a float32 RNN (a caller's mistake numpy
+    tolerates) meets no compiled signature: numpy runs the call."""
+    ins = rnn_inputs(F32, batch=2, size=3, units=5, act=4, const=True)
+    kernels.set_kernels(kernels.NUMPY)
+    ref = run_rnn(Op.RNN, ins, [out(F32), out(F32)])[2]
+    kernels.set_kernels(kernels.AUTO)
+    ctx = rnn_context(Op.RNN, ins, [out(F32), out(F32)])
+    ctx.op.prepare(ctx)
+    tensors = [x.data for x in ins if x.is_tensor]
+    tensors[-1] = tensors[-1].astype(np.float64)  # hidden_state_in
+    got = ctx.op.kernel(ctx)(*tensors)
+    assert counted.get("rnn_step") == 1  # tried, refused by its signature
+    assert_agree(got, ref)
