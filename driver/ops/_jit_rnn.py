@@ -6,8 +6,8 @@ on one time step is a matrix-vector product and a few hundred elementwise
 operations, so numpy spends more time dispatching its ten-odd calls per step
 than computing; here a step (or a whole time loop) is one call.
 
-- ``rnn_step``: ``out = act(bias + x W + h R)`` for activations NONE, RELU,
-  RELU1, RELU6 and TANH.
+- ``rnn_step``: ``out = act(bias + [x, h] [W | R].T)`` for activations NONE,
+  RELU, RELU1, RELU6 and TANH.
 - ``lstm_step``: one LSTM step from the input, the stacked (transposed,
   gate order input, forget, output, cell; the sigmoid gates' weights and
   biases halved as ``FloatCell`` arranges them) weights, into new states and
@@ -15,9 +15,14 @@ than computing; here a step (or a whole time loop) is one call.
 - ``lstm_sequence``: the time loop of ``FloatCell`` from the input terms of
   every step (one BLAS matmul ahead of it), updating the states in place.
 
-The products accumulate eight input rows at a time into the output row
-(``_accumulate``): each pass loads and stores the output once for eight
-multiply-adds, and the inner loop over contiguous columns is SIMD code.
+The LSTM's products accumulate eight input rows at a time into the gate row
+(``_accumulate``): each pass loads and stores the gates once for eight
+multiply-adds, and the inner loop over contiguous columns is SIMD code. The
+RNN's is one dot product per unit of its weights side by side (``[W | R]``,
+the HAL's [units, size] layouts as they are) with ``[x, h]``: a row of the
+weights streams through once, and one horizontal sum per unit (measured
+for 128 inputs and 256 units: 2.8 against 3.6 us for accumulating rows;
+alike for the LSTM's shapes).
 
 tanh is a rational approximation (the odd degree-13 / even degree-6 one of
 Eigen and onnxruntime's MLAS, the input clamped to +-7.905, where float32
@@ -92,6 +97,15 @@ def tanh_inplace(a):
 
 
 @_inline
+def _dot(row, v):
+    """row @ v for two contiguous vectors (SIMD partial sums, added at the end)."""
+    total = f32(0)
+    for k in range(v.shape[0]):
+        total += row[k] * v[k]
+    return total
+
+
+@_inline
 def _accumulate(v, w, g):
     """g += v @ w for v [K], w [K, N], g [N]."""
     k, size, n = 0, w.shape[0], w.shape[1]
@@ -112,14 +126,18 @@ def _accumulate(v, w, g):
         k += 1
 
 
-@_jit(_IN, _IN, _W, _W, _W1, _CODE, _OUT)
-def rnn_step(x, h, wt, rt, bias, act, out):
-    """out[b] = act(bias + x[b] @ wt + h[b] @ rt); act is 0..4 (NONE .. TANH)."""
+@_jit(_IN, _IN, _W, _W1, _CODE, _OUT)
+def rnn_step(x, h, weights, bias, act, out):
+    """out[b] = act(bias + [x[b], h[b]] @ weights.T); weights is [W | R] ([units,
+    input + units], the HAL's layouts side by side); act is 0..4 (NONE .. TANH)."""
+    size = x.shape[1]
+    xh = np.empty(weights.shape[1], np.float32)
     for b in range(x.shape[0]):
+        xh[:size] = x[b]
+        xh[size:] = h[b]
         o = out[b]
-        o[:] = bias
-        _accumulate(x[b], wt, o)
-        _accumulate(h[b], rt, o)
+        for j in range(o.shape[0]):
+            o[j] = bias[j] + _dot(weights[j], xh)
         if act == 4:
             for j in range(o.shape[0]):
                 o[j] = _tanh(o[j])

@@ -126,6 +126,8 @@ def _rnn_execute(ctx: OpContext) -> Callable[..., tuple]:
         and kernels.jit_wanted()
     )
     size, units = (w_t.shape[0], r_t.shape[0]) if compiled else (0, 0)
+    # [W | R]: the compiled step's one dot product per unit (built from the float32 copies)
+    w_r = np.ascontiguousarray(np.concatenate([w_t.T, r_t.T], axis=1)) if compiled else None
 
     def rnn(x, w, r, b, h):
         if not checked:
@@ -138,7 +140,7 @@ def _rnn_execute(ctx: OpContext) -> Callable[..., tuple]:
             if cells is not None:
                 out = np.empty((x.shape[0], units), f32)
                 try:
-                    cells.rnn_step(x, h, w_t, r_t, bias, code, out)
+                    cells.rnn_step(x, h, w_r, bias, code, out)
                 except TypeError:  # argument types it was not compiled for: numpy
                     pass
                 except Exception as exc:  # noqa: BLE001 (a failure of numba: numpy from now on)
