@@ -142,6 +142,7 @@ class FloatCell:
             self._sequence = self._tanh_sequence
             # the compiled cells (_jit_rnn) when kernels wants them; chosen when bound
             self.compiled = self.proj_w is None and kernels.jit_wanted()
+            self._step_args = (self.wx, self.wh, self.bias, self.cifg, self.cell_clip)
         else:
             self.step = self._simple_step()
 
@@ -291,26 +292,26 @@ class FloatCell:
             out[...] = out_tm.swapaxes(0, 1)
         return h, c
 
-    def single_outputs(self, x: np.ndarray, h: np.ndarray, c: np.ndarray):
+    def single_outputs(self, x: np.ndarray, h: np.ndarray, c: np.ndarray, float32: bool):
         """One step from [batch, in]: (scratch buffer, out, c) as the LSTM operation
-        returns them (float32)."""
-        if self.compiled and x.dtype == h.dtype == c.dtype == f32:
+        returns them (float32). ``float32``: the operation's type is TENSOR_FLOAT32,
+        so its arrays are float32 and the compiled step may run."""
+        if float32 and self.compiled:
             cells = jit_cells()
             batch = x.shape[0]
+            n_in, n_out, n = self.wx.shape[0], self.n_output, self.n_cell
+            # the compiled step trusts its shapes (no bounds checks): they are checked here
             if (
                 cells is not None
-                and x.shape[1] == self.wx.shape[0]
-                and h.shape == (batch, self.n_output)
-                and c.shape == (batch, self.n_cell)
+                and x.shape[1] == n_in
+                and h.shape == (batch, n_out)
+                and c.shape == (batch, n)
             ):
-                out = np.empty((batch, self.n_output), f32)
-                c_new = np.empty((batch, self.n_cell), f32)
-                scratch = np.empty((batch, self.gates * self.n_cell), f32)
+                out = np.empty((batch, n_out), f32)
+                c_new = np.empty((batch, n), f32)
+                scratch = np.empty((batch, self.gates * n), f32)
                 try:
-                    cells.lstm_step(
-                        x, h, c, self.wx, self.wh, self.bias, self.cifg, self.cell_clip,
-                        out, c_new, scratch,
-                    )  # fmt: skip
+                    cells.lstm_step(x, h, c, *self._step_args, out, c_new, scratch)
                 except TypeError:  # argument types it was not compiled for: numpy
                     pass
                 except Exception as exc:  # noqa: BLE001 (a failure of numba: numpy from now on)
@@ -566,7 +567,7 @@ def _execute(ctx: OpContext) -> Callable:
             if binder.cell is None or binder.check_always
             else binder.cell
         )
-        scratch, out, c = cell.single_outputs(tensors[x_pos], tensors[h_pos], tensors[c_pos])
+        scratch, out, c = cell.single_outputs(tensors[x_pos], tensors[h_pos], tensors[c_pos], as_is)
         if as_is:  # fresh float32 results: only output needs its own copy of out
             return scratch, out, c, out.copy()
         return scratch.astype(dtype), out.astype(dtype), c.astype(dtype), out.astype(dtype)
