@@ -117,17 +117,23 @@ def _rnn_execute(ctx: OpContext) -> Callable[..., tuple]:
     code = bound_activation_code(ctx, 5, RNN_ACTIVATIONS)
     act = activation_inplace(code)
     dtype = dtype_of(ctx.outputs[0].type)
-    w_t, r_t, bias = _weights_t(ctx, 1), _weights_t(ctx, 2), _bias(ctx, 3)
+    w, r, bias = ctx.constant(1), ctx.constant(2), _bias(ctx, 3)
     checked = fully_known(*(ctx.inputs[i].dimensions for i in range(5)))
     compiled = (
         code in _COMPILED_ACTIVATIONS
         and dtype == f32
-        and not any(a is None for a in (w_t, r_t, bias))
+        and not any(a is None for a in (w, r, bias))
         and kernels.jit_wanted()
     )
-    size, units = (w_t.shape[0], r_t.shape[0]) if compiled else (0, 0)
-    # [W | R]: the compiled step's one dot product per unit (built from the float32 copies)
-    w_r = np.ascontiguousarray(np.concatenate([w_t.T, r_t.T], axis=1)) if compiled else None
+    if compiled:
+        # [W | R], the HAL's [units, size] layouts side by side: the compiled step's
+        # one dot product per unit; numpy (should it run) multiplies by transposed
+        # views of it, which BLAS takes as they are (no transposed copies to make)
+        w_r = np.concatenate([w, r], axis=1, dtype=f32)
+        size, units = w.shape[1], r.shape[0]
+        w_t, r_t = w_r[:, :size].T, w_r[:, size:].T
+    else:
+        w_t, r_t = _weights_t(ctx, 1), _weights_t(ctx, 2)
 
     def rnn(x, w, r, b, h):
         if not checked:
