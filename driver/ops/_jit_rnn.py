@@ -8,6 +8,8 @@ than computing; here a step (or a whole time loop) is one call.
 
 - ``rnn_step``: ``out = act(bias + [x, h] [W | R].T)`` for activations NONE,
   RELU, RELU1, RELU6 and TANH.
+- ``rnn_sequence``: the time loop of both sequence RNNs over the input terms
+  of every step (one BLAS matmul ahead of it).
 - ``lstm_step``: one LSTM step from the input, the stacked (transposed,
   gate order input, forget, output, cell; the sigmoid gates' weights and
   biases halved as ``FloatCell`` arranges them) weights, into new states and
@@ -126,6 +128,23 @@ def _accumulate(v, w, g):
         k += 1
 
 
+@_inline
+def _activate(o, act):
+    """The RNN activation (0..4: NONE .. TANH) in place over a row."""
+    if act == 4:
+        for j in range(o.shape[0]):
+            o[j] = _tanh(o[j])
+    elif act == 1:
+        for j in range(o.shape[0]):
+            o[j] = max(o[j], f32(0))
+    elif act == 2:
+        for j in range(o.shape[0]):
+            o[j] = min(max(o[j], f32(-1)), f32(1))
+    elif act == 3:
+        for j in range(o.shape[0]):
+            o[j] = min(max(o[j], f32(0)), f32(6))
+
+
 @_jit(_IN, _IN, _W, _W1, _CODE, _OUT)
 def rnn_step(x, h, weights, bias, act, out):
     """out[b] = act(bias + [x[b], h[b]] @ weights.T); weights is [W | R] ([units,
@@ -138,18 +157,25 @@ def rnn_step(x, h, weights, bias, act, out):
         o = out[b]
         for j in range(o.shape[0]):
             o[j] = bias[j] + _dot(weights[j], xh)
-        if act == 4:
+        _activate(o, act)
+
+
+@_jit(_W3, _IN, _W, _CODE, _OUT3, _FLAG)
+def rnn_sequence(pre, h, r, act, out, reverse):
+    """The RNN time loop: out[t, b] = act(pre[t, b] + out[t - 1, b] @ r.T) over the
+    time-major input terms pre [T, batch, units] (bias included), from h [batch,
+    units] (r is the HAL's [units, units]); ``reverse`` runs t = T-1 .. 0."""
+    steps, batch = pre.shape[0], pre.shape[1]
+    first = np.ascontiguousarray(h)
+    for s in range(steps):
+        t = steps - 1 - s if reverse else s
+        before = t + 1 if reverse else t - 1
+        for b in range(batch):
+            prev = first[b] if s == 0 else out[before, b]
+            o = out[t, b]
             for j in range(o.shape[0]):
-                o[j] = _tanh(o[j])
-        elif act == 1:
-            for j in range(o.shape[0]):
-                o[j] = max(o[j], f32(0))
-        elif act == 2:
-            for j in range(o.shape[0]):
-                o[j] = min(max(o[j], f32(-1)), f32(1))
-        elif act == 3:
-            for j in range(o.shape[0]):
-                o[j] = min(max(o[j], f32(0)), f32(6))
+                o[j] = pre[t, b, j] + _dot(r[j], prev)
+            _activate(o, act)
 
 
 @_inline

@@ -25,8 +25,9 @@ from nnhal.driver.ops.lstm import LSTM_DEF
 from nnhal.driver.ops.sequence_lstm import BIDIRECTIONAL_DEF, UNIDIRECTIONAL_DEF
 from ops_harness import context as rnn_context
 from ops_harness import out, scalar
-from test_ops_rnn import rnn_inputs
+from test_ops_rnn import bidi_inputs, rnn_inputs
 from test_ops_rnn import run as run_rnn
+from test_ops_rnn import uni_inputs as rnn_uni_inputs
 
 from nnhal.types import OperandType as T
 from nnhal.types import OperationType as Op
@@ -50,7 +51,7 @@ def cells():
 def counted(cells, monkeypatch):
     """calls[name]: how often the compiled kernel ``name`` ran."""
     calls = {}
-    for name in ("rnn_step", "lstm_step", "lstm_sequence"):
+    for name in ("rnn_step", "rnn_sequence", "lstm_step", "lstm_sequence"):
         kernel = getattr(cells, name)
 
         def wrapper(*args, _kernel=kernel, _name=name):
@@ -128,6 +129,29 @@ def test_rnn_read_only_and_strided_inputs(counted):
     ins[4].data.flags.writeable = False
     ref, jit = both(run_rnn, Op.RNN, ins, [out(F32), out(F32)])
     assert counted.get("rnn_step") == 1
+    assert_agree(jit, ref)
+
+
+@pytest.mark.parametrize("time_major", [True, False], ids=["time-major", "batch-major"])
+@pytest.mark.parametrize("const", [True, False], ids=["const", "inputs"])
+@pytest.mark.parametrize("act", [0, 1, 2, 3, 4])
+def test_unidirectional_rnn_agrees(counted, time_major, const, act):
+    ins = rnn_uni_inputs(F32, time_major, act, steps=6, batch=3, size=5, units=9, const=const)
+    ref, jit = both(run_rnn, Op.UNIDIRECTIONAL_SEQUENCE_RNN, ins, [out(F32), out(F32)])
+    assert counted.get("rnn_sequence") == 1
+    assert_agree(jit, ref)
+
+
+@pytest.mark.parametrize("time_major", [True, False], ids=["time-major", "batch-major"])
+@pytest.mark.parametrize("merge", [True, False], ids=["merged", "separate"])
+@pytest.mark.parametrize("mode", ["none", "parallel", "cross"])
+def test_bidirectional_rnn_agrees(counted, time_major, merge, mode):
+    """The forward loop and the reversed backward one, into separate outputs or
+    the halves of the merged one (strided: the loop writes a copy)."""
+    ins = bidi_inputs(F32, time_major, merge, mode)
+    outs = [out(F32) for _ in range(3 if merge else 4)]
+    ref, jit = both(run_rnn, Op.BIDIRECTIONAL_SEQUENCE_RNN, ins, outs)
+    assert counted.get("rnn_sequence") == 2
     assert_agree(jit, ref)
 
 
