@@ -20,6 +20,7 @@ with a message naming both operands and axes.
 from __future__ import annotations
 
 import importlib
+import os
 import threading
 from collections.abc import Callable
 from types import ModuleType
@@ -152,6 +153,17 @@ def jit_cells(wait: float | None = None) -> ModuleType | None:
     _ready.wait(FIRST_WAIT if wait is None else wait)
     _waited = True
     return _cells
+
+
+def _after_fork_in_child() -> None:
+    # a fork during the loading leaves the child without the loading thread: start over
+    global _started, _waited, _ready, _cells_lock
+    if _cells is None and _started and not _ready.is_set():
+        _started, _waited = False, False
+        _ready, _cells_lock = threading.Event(), threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def cells_failed(exc: BaseException) -> None:

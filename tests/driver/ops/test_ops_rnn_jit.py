@@ -12,6 +12,7 @@ both paths. Without numba this module is skipped.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import threading
 
@@ -280,3 +281,25 @@ def test_argument_types_it_was_not_compiled_for_run_numpy(counted):
     got = ctx.op.kernel(ctx)(*tensors)
     assert counted.get("rnn_step") == 1  # tried, refused by its signature
     assert_agree(got, ref)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_a_fork_while_loading_starts_over_in_the_child(cells, monkeypatch):
+    """A child forked while the cells load has no loading thread: it loads again."""
+    for name, value in (("_cells", None), ("_started", True), ("_waited", True)):
+        monkeypatch.setattr(_rnn_util, name, value)
+    monkeypatch.setattr(_rnn_util, "_ready", threading.Event())  # never set in the parent
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report whether the cells load, then leave at once
+        try:
+            loaded = _rnn_util.jit_cells(wait=120) is not None
+            os.write(write, b"1" if loaded else b"0")
+        finally:
+            os._exit(0)
+    os.close(write)
+    answer = os.read(read, 1)
+    os.close(read)
+    os.waitpid(pid, 0)
+    assert answer == b"1"
+    assert _rnn_util.jit_cells() is None  # the parent's state is untouched
