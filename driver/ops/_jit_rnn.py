@@ -37,7 +37,7 @@ tanh; sigmoid is ``0.5 + 0.5 tanh(x / 2)`` as in the numpy cell. NaN stays
 NaN (min and max keep it).
 
 No ``fastmath`` flags but contraction (fused multiply-add) and
-reassociation (the order of the eight-row sums): no assumption that values
+reassociation (the order of the sums in the products): no assumption that values
 are finite.
 """
 

@@ -141,8 +141,8 @@ def jit_cells(wait: float | None = None) -> ModuleType | None:
     preparing a model never imports numba) and call this at execution. The
     first call starts ``warm_cells`` and waits up to ``FIRST_WAIT`` (or
     ``wait``) seconds: loading from numba's disk cache takes about 0.3 s, but
-    compiling on a machine whose cache is cold takes seconds (about 3 s for
-    the LSTM step), which would count against the execution's deadline and a
+    compiling on a machine whose cache is cold takes seconds (about 6 s for
+    the four kernels), which would count against the execution's deadline and a
     WHILE loop's timeout (2 s by default). Past the wait the numpy kernels run
     until the thread is done, and no later call waits.
     """
@@ -163,7 +163,8 @@ def _after_fork_in_child() -> None:
         _ready, _cells_lock = threading.Event(), threading.Lock()
 
 
-os.register_at_fork(after_in_child=_after_fork_in_child)
+if hasattr(os, "register_at_fork"):  # POSIX only
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def cells_failed(exc: BaseException) -> None:
