@@ -14,7 +14,11 @@ process and timed in interleaved rounds (median per full sequence):
   one ``x_t @ W + h @ R + b`` per step, sigmoid/tanh, in float32.
 
 The two models run through ``nnhal.driver.executor.compile_model`` and
-``CompiledModel.run``; all three final hidden states are checked to agree.
+``CompiledModel.run``, each prepared twice: with the default kernels (the
+compiled cells of ``driver/ops/_jit_rnn.py`` when numba is installed; the
+benchmark waits for them to load before timing) and with
+``kernels.set_kernels("numpy")`` (rows ``sequence-np`` and ``while-np``). All
+final hidden states are checked to agree.
 
 Usage: python bench/lstm_bench.py [--rounds N] [--steps T] [--threads K]
 
@@ -40,6 +44,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 from nnhal.driver.executor import compile_model
+from nnhal.driver.ops import _rnn_util, kernels
 
 from nnhal.builder import ModelBuilder
 from nnhal.types import Model, OperandType, OperationType
@@ -180,16 +185,22 @@ def main() -> None:
     c0 = rng.uniform(-0.5, 0.5, (BATCH, UNITS)).astype(np.float32)
     n = np.array([steps], np.int32)
 
-    sequence = compile_model(sequence_model(layer, steps))
-    loop = compile_model(while_model(layer, steps))
+    models = {}
+    for suffix, choice in (("", None), ("-np", kernels.NUMPY)):
+        kernels.set_kernels(choice)
+        models["sequence" + suffix] = compile_model(sequence_model(layer, steps))
+        models["while" + suffix] = compile_model(while_model(layer, steps))
+    kernels.set_kernels(None)
+    compiled = kernels.jit_wanted() and _rnn_util.jit_cells(wait=600) is not None
     reference = numpy_lstm(layer)
-    runs = {
-        "numpy": lambda: reference(xs, h0, c0)[1],
-        "sequence": lambda: sequence.run([xs[:, None, :], h0, c0])[1],
-        "while": lambda: loop.run([xs, h0, c0, n])[0],
-    }
+    runs = {"numpy": lambda: reference(xs, h0, c0)[1]}
+    for name, model in models.items():
+        if name.startswith("sequence"):
+            runs[name] = lambda m=model: m.run([xs[:, None, :], h0, c0])[1]
+        else:
+            runs[name] = lambda m=model: m.run([xs, h0, c0, n])[0]
     want = runs["numpy"]()
-    for name in ("sequence", "while"):
+    for name in models:
         got = runs[name]()
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=name)
 
@@ -204,7 +215,8 @@ def main() -> None:
     threads = args.threads or "default"
     print(
         f"LSTM layer: batch {BATCH}, {steps} steps, input {INPUT}, {UNITS} units (float32), "
-        f"BLAS threads: {threads}, {args.rounds} rounds"
+        f"BLAS threads: {threads}, {args.rounds} rounds, compiled cells: "
+        f"{'yes' if compiled else 'no'}"
     )
     print(f"{'':>10} {'median us':>10} {'us/step':>8} {'ratio':>6} {'min us':>8} {'ratio':>6}")
     for name in runs:

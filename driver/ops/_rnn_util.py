@@ -9,6 +9,9 @@ only the FuseCode values, but models converted from TFLite pass TANH, and
 the reference runs it, so it is accepted here too. (The reference RNN
 functor has no RELU1 branch; here RELU1 is the documented clamp to [-1, 1].)
 
+``jit_cells``: the compiled cells (``_jit_rnn``) of RNN and LSTM, loaded in
+a background thread from the first execution that wants them.
+
 Shapes follow the registry's convention (0 = unknown axis, None = unknown
 rank); ``Dims`` collects the sizes several operands must agree on and fails
 with a message naming both operands and axes.
@@ -16,9 +19,14 @@ with a message naming both operands and axes.
 
 from __future__ import annotations
 
+import importlib
+import os
+import threading
 from collections.abc import Callable
+from types import ModuleType
 
 import numpy as np
+from nnhal.driver.ops import kernels
 from nnhal.driver.ops.registry import OpContext, Shape
 
 f32 = np.float32
@@ -90,6 +98,81 @@ def activation_inplace(code: int) -> Callable[[np.ndarray], None] | None:
     if code == 5:
         return _sign_bit
     return _sigmoid
+
+
+# ---------------------------------------------------------------------------
+# Compiled cells
+# ---------------------------------------------------------------------------
+
+_cells: ModuleType | None = None  # set once loaded and compiled
+_started = False
+_waited = False  # the first execution waited for the loading: later ones never wait
+_ready = threading.Event()
+_cells_lock = threading.Lock()
+#: how long the first execution that needs the compiled cells waits for them (s)
+FIRST_WAIT = 0.5
+
+
+def warm_cells() -> None:
+    """Load (or compile) the compiled cells in a background thread, once per process."""
+    global _started
+    with _cells_lock:
+        if _started:
+            return
+        _started = True
+    threading.Thread(target=_load_cells, name="nnhal-compiled-cells", daemon=True).start()
+
+
+def _load_cells() -> None:
+    global _cells
+    try:
+        # importing compiles the kernels (or loads them from numba's cache)
+        _cells = importlib.import_module("nnhal.driver.ops._jit_rnn")
+    except Exception as exc:  # noqa: BLE001 (any import or compile failure: numpy instead)
+        cells_failed(exc)
+    finally:
+        _ready.set()
+
+
+def jit_cells(wait: float | None = None) -> ModuleType | None:
+    """``_jit_rnn`` compiled, or None: the caller runs numpy this time.
+
+    Kernels decide with ``kernels.jit_wanted()`` when they are bound (so that
+    preparing a model never imports numba) and call this at execution. The
+    first call starts ``warm_cells`` and waits up to ``FIRST_WAIT`` (or
+    ``wait``) seconds: loading from numba's disk cache takes about 0.3 s, but
+    compiling on a machine whose cache is cold takes seconds (about 6 s for
+    the four kernels), which would count against the execution's deadline and a
+    WHILE loop's timeout (2 s by default). Past the wait the numpy kernels run
+    until the thread is done, and no later call waits.
+    """
+    global _waited
+    if _cells is not None or (_waited and wait is None):
+        return _cells
+    warm_cells()
+    _ready.wait(FIRST_WAIT if wait is None else wait)
+    _waited = True
+    return _cells
+
+
+def _after_fork_in_child() -> None:
+    # a fork during the loading leaves the child without the loading thread: start over
+    global _started, _waited, _ready, _cells_lock
+    if _cells is None and _started and not _ready.is_set():
+        _started, _waited = False, False
+        _ready, _cells_lock = threading.Event(), threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX only
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def cells_failed(exc: BaseException) -> None:
+    """A compiled cell failed to import or compile: numpy runs the cells from now
+    on, and ``kernels`` binds no compiled kernel any more."""
+    global _cells
+    _cells = None
+    kernels.failed(exc)
 
 
 # ---------------------------------------------------------------------------

@@ -32,14 +32,17 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+from nnhal.driver.ops import kernels
 from nnhal.driver.ops._operand_rules import check_rank, dtype_of, runtime_failure
 from nnhal.driver.ops._rnn_util import (
     RNN_ACTIVATIONS,
     Dims,
     activation_inplace,
     bound_activation_code,
+    cells_failed,
     check_activation_code,
     fully_known,
+    jit_cells,
 )
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
@@ -51,6 +54,8 @@ f32 = np.float32
 
 _TYPES = {_T.TENSOR_FLOAT32: _V.V1_0, _T.TENSOR_FLOAT16: _V.V1_2}
 _SEQ_TYPES = {_T.TENSOR_FLOAT32: _V.V1_2, _T.TENSOR_FLOAT16: _V.V1_2}
+#: NONE, RELU, RELU1, RELU6, TANH: what ``_jit_rnn.rnn_step`` computes
+_COMPILED_ACTIVATIONS = frozenset({0, 1, 2, 3, 4})
 
 
 def _weights_t(ctx: OpContext, index: int) -> np.ndarray | None:
@@ -109,18 +114,48 @@ def _rnn_prepare(ctx: OpContext) -> list[Shape]:
 
 
 def _rnn_execute(ctx: OpContext) -> Callable[..., tuple]:
-    act = activation_inplace(bound_activation_code(ctx, 5, RNN_ACTIVATIONS))
+    code = bound_activation_code(ctx, 5, RNN_ACTIVATIONS)
+    act = activation_inplace(code)
     dtype = dtype_of(ctx.outputs[0].type)
-    w_t, r_t, bias = _weights_t(ctx, 1), _weights_t(ctx, 2), _bias(ctx, 3)
+    w, r, bias = ctx.constant(1), ctx.constant(2), _bias(ctx, 3)
     checked = fully_known(*(ctx.inputs[i].dimensions for i in range(5)))
+    compiled = (
+        code in _COMPILED_ACTIVATIONS
+        and dtype == f32
+        and not any(a is None for a in (w, r, bias))
+        and kernels.jit_wanted()
+    )
+    if compiled:
+        # [W | R], the HAL's [units, size] layouts side by side: the compiled step's
+        # one dot product per unit; numpy (should it run) multiplies by transposed
+        # views of it, which BLAS takes as they are (no transposed copies to make)
+        w_r = np.concatenate([w, r], axis=1, dtype=f32)
+        size, units = w.shape[1], r.shape[0]
+        w_t, r_t = w_r[:, :size].T, w_r[:, size:].T
+    else:
+        w_t, r_t = _weights_t(ctx, 1), _weights_t(ctx, 2)
 
     def rnn(x, w, r, b, h):
         if not checked:
             if x.ndim != 2 or h.ndim != 2:
                 raise runtime_failure(ctx, "input 0 and input 4 must have rank 2")
             _check_cell(ctx, "input", w, r, b, h, x.shape[1], x.shape[0])
-        out = x @ (w_t if w_t is not None else w.astype(f32).T)
-        out += h @ (r_t if r_t is not None else r.astype(f32).T)
+        # the compiled step trusts its shapes (no bounds checks): they are checked here
+        if compiled and x.shape[1] == size and h.shape == (x.shape[0], units):
+            cells = jit_cells()
+            if cells is not None:
+                out = np.empty((x.shape[0], units), f32)
+                try:
+                    cells.rnn_step(x, h, w_r, bias, code, out)
+                except TypeError:  # argument types it was not compiled for: numpy
+                    pass
+                except Exception as exc:  # noqa: BLE001 (a failure of numba: numpy from now on)
+                    cells_failed(exc)
+                else:
+                    return out, out.copy()
+        # np.dot reaches BLAS with less dispatch than matmul (same sums)
+        out = np.dot(x, w_t if w_t is not None else w.astype(f32).T)
+        out += np.dot(h, r_t if r_t is not None else r.astype(f32).T)
         out += bias if bias is not None else b
         if act is not None:
             act(out)
@@ -179,6 +214,34 @@ def _recur(
     return h
 
 
+def _compiled_recur(pre, h, r, code: int, out, reverse: bool) -> np.ndarray | None:
+    """``_jit_rnn.rnn_sequence`` over the time-major float32 ``pre`` into the
+    time-major ``out`` (r: the HAL's [units, units]); the last hidden state, or
+    None when the compiled loop did not run (numpy's then)."""
+    cells = jit_cells()
+    steps, batch, units = pre.shape
+    # the compiled loop trusts its shapes (no bounds checks): they are checked here
+    if cells is None or not steps or h.shape != (batch, units) or r.shape != (units, units):
+        return None
+    target = out if out.flags.c_contiguous else np.empty(pre.shape, f32)
+    try:
+        cells.rnn_sequence(np.ascontiguousarray(pre), h, r, code, target, reverse)
+    except TypeError:  # argument types it was not compiled for: numpy
+        return None
+    except Exception as exc:  # noqa: BLE001 (a failure of numba: numpy from now on)
+        cells_failed(exc)
+        return None
+    if target is not out:
+        out[...] = target
+    return out[0 if reverse else steps - 1]
+
+
+def _recurrent_hal(ctx: OpContext, index: int, compiled: bool) -> np.ndarray | None:
+    """A constant recurrent weight as the compiled loop reads it ([units, units], float32)."""
+    value = ctx.constant(index) if compiled else None
+    return None if value is None else np.ascontiguousarray(value, dtype=f32)
+
+
 def _projection(x: np.ndarray, w_t: np.ndarray, bias: np.ndarray) -> np.ndarray:
     pre = x @ w_t
     pre += bias
@@ -234,12 +297,15 @@ def _uni_prepare(ctx: OpContext) -> list[Shape]:
 
 
 def _uni_execute(ctx: OpContext) -> Callable[..., np.ndarray | tuple]:
-    act = activation_inplace(bound_activation_code(ctx, 5, RNN_ACTIVATIONS))
+    code = bound_activation_code(ctx, 5, RNN_ACTIVATIONS)
+    act = activation_inplace(code)
     time_major = bool(ctx.scalar(6))
     dtype = dtype_of(ctx.outputs[0].type)
     f16 = dtype != f32
+    compiled = not f16 and code in _COMPILED_ACTIVATIONS and kernels.jit_wanted()
     with_state = len(ctx.outputs) == 2
     w_t, r_t, bias = _weights_t(ctx, 1), _weights_t(ctx, 2), _bias(ctx, 3)
+    r_hal = _recurrent_hal(ctx, 2, compiled)
     checked = fully_known(*(ctx.inputs[i].dimensions for i in range(5)))
     t_ax, b_ax = _seq_axes(time_major)
 
@@ -252,10 +318,13 @@ def _uni_execute(ctx: OpContext) -> Callable[..., np.ndarray | tuple]:
         rt = r_t if r_t is not None else r.astype(f32).T
         pre = _projection(x, wt, bias if bias is not None else b)
         out = np.empty(pre.shape, dtype)
-        steps = range(x.shape[t_ax])
-        last = _recur(
-            _time_major(pre, time_major), h, rt, act, _time_major(out, time_major), steps, f16
-        )
+        pre_tm, out_tm = _time_major(pre, time_major), _time_major(out, time_major)
+        last = None
+        if compiled:
+            r_c = r_hal if r_hal is not None else np.ascontiguousarray(r, dtype=f32)
+            last = _compiled_recur(pre_tm, h, r_c, code, out_tm, False)
+        if last is None:
+            last = _recur(pre_tm, h, rt, act, out_tm, range(x.shape[t_ax]), f16)
         if not with_state:
             return out
         return out, np.array(last, dtype=dtype)
@@ -377,20 +446,34 @@ def _bidi_prepare(ctx: OpContext) -> list[Shape]:
 
 
 def _bidi_execute(ctx: OpContext) -> Callable[..., np.ndarray | tuple]:
-    act = activation_inplace(bound_activation_code(ctx, 12, RNN_ACTIVATIONS))
+    code = bound_activation_code(ctx, 12, RNN_ACTIVATIONS)
+    act = activation_inplace(code)
     time_major = bool(ctx.scalar(13))
     merge = bool(ctx.scalar(14))
     state = _bidi_output_count(ctx, merge)
     dtype = dtype_of(ctx.outputs[0].type)
     f16 = dtype != f32
-    t_ax, b_ax = _seq_axes(time_major)
+    compiled = not f16 and code in _COMPILED_ACTIVATIONS and kernels.jit_wanted()
+    b_ax = _seq_axes(time_major)[1]
     const_t = {i: _weights_t(ctx, i) for i in (1, 2, 5, 6, 10, 11)}
     const_b = {i: _bias(ctx, i) for i in (3, 7)}
+    const_r = {i: _recurrent_hal(ctx, i, compiled) for i in (2, 6)}
     checked = fully_known(*(ctx.inputs[i].dimensions for i in range(9)))
 
     def t_of(index: int, w: np.ndarray) -> np.ndarray:
         wt = const_t[index]
         return wt if wt is not None else w.astype(f32).T
+
+    def recur(index: int, pre, h, r, out, reverse: bool) -> np.ndarray:
+        """One direction's time loop (index: its recurrent weights' input)."""
+        if compiled:
+            r_c = const_r[index]
+            r_c = r_c if r_c is not None else np.ascontiguousarray(r, dtype=f32)
+            last = _compiled_recur(pre, h, r_c, code, out, reverse)
+            if last is not None:
+                return last
+        steps = range(pre.shape[0] - 1, -1, -1) if reverse else range(pre.shape[0])
+        return _recur(pre, h, t_of(index, r), act, out, steps, f16)
 
     def bidi(x, fw_w, fw_r, fw_b, fw_h, bw_w, bw_r, bw_b, bw_h, aux, fw_aw, bw_aw):
         mode = _LINKING.get((aux is not None, fw_aw is not None, bw_aw is not None))
@@ -426,7 +509,6 @@ def _bidi_execute(ctx: OpContext) -> Callable[..., np.ndarray | tuple]:
             fw_pre += aux @ t_of(10, fw_aw)
             bw_pre += aux @ t_of(11, bw_aw)
         fw_units, bw_units = fw_pre.shape[2], bw_pre.shape[2]
-        steps = x.shape[t_ax]
         if merge:
             merged = np.empty((*fw_pre.shape[:2], fw_units + bw_units), dtype)
             view = _time_major(merged, time_major)
@@ -435,24 +517,8 @@ def _bidi_execute(ctx: OpContext) -> Callable[..., np.ndarray | tuple]:
             fw_out = np.empty(fw_pre.shape, dtype)
             bw_out = np.empty(bw_pre.shape, dtype)
             fw_view, bw_view = _time_major(fw_out, time_major), _time_major(bw_out, time_major)
-        fw_last = _recur(
-            _time_major(fw_pre, time_major),
-            fw_h,
-            t_of(2, fw_r),
-            act,
-            fw_view,
-            range(steps),
-            f16,
-        )
-        bw_last = _recur(
-            _time_major(bw_pre, time_major),
-            bw_h,
-            t_of(6, bw_r),
-            act,
-            bw_view,
-            range(steps - 1, -1, -1),
-            f16,
-        )
+        fw_last = recur(2, _time_major(fw_pre, time_major), fw_h, fw_r, fw_view, False)
+        bw_last = recur(6, _time_major(bw_pre, time_major), bw_h, bw_r, bw_view, True)
         outputs = [merged] if merge else [fw_out, bw_out]
         if state:
             outputs += [np.array(fw_last, dtype=dtype), np.array(bw_last, dtype=dtype)]
