@@ -70,6 +70,11 @@ GEOMETRIES = [
     (1, 4, 4, 6, 3, 3, 1, (0, 0, 0, 0), (1, 1), (1, 1)),  # no padding at all
     (1, 3, 3, 16, 5, 5, 1, (2, 2, 2, 2), (2, 1), (1, 1)),  # window wider than the input
     (1, 12, 5, 4, 3, 3, 1, (1, 1, 1, 1), (1, 2), (1, 2)),  # anisotropic
+    # four output pixels a step (unit width stride and dilation): a whole number of
+    # steps across the interior, and steps with a remainder under height stride and
+    # dilation (channels not a multiple of the SIMD width)
+    (2, 6, 14, 20, 3, 3, 1, (1, 1, 1, 1), (1, 1), (1, 1)),
+    (1, 11, 13, 7, 3, 3, 1, (0, 2, 1, 1), (1, 2), (1, 2)),
 ]
 ACTIVATIONS = [0, 1, 2, 3]
 
