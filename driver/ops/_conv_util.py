@@ -15,9 +15,6 @@
 - **Patches** (im2col): a strided view ``[N, OH, OW, KH, KW, C]`` of the
   padded input built with ``sliding_window_view``, which callers feed to one
   BLAS matmul (or multiply tap by tap).
-- **Aligned outputs**: ``aligned_empty`` starts a float output on a cache
-  line, so the SIMD loads of the next operation that reads it do not straddle
-  two lines.
 - **Per-channel requantization**: the reference's
   ``MultiplyByQuantizedMultiplier`` with one multiplier and shift per output
   channel (``nnhal.driver.ops.quant`` has the scalar form).
@@ -286,25 +283,6 @@ def padded(x: np.ndarray, top: int, left: int, need_h: int, need_w: int, value) 
     out[:, top : top + rows, left + cols :] = value
     out[:, top : top + rows, left : left + cols] = x[:, :rows, :cols]
     return out
-
-
-#: bytes of a cache line (and of an AVX-512 vector)
-ALIGNMENT = 64
-
-
-def aligned_empty(shape: tuple[int, ...], dtype) -> np.ndarray:
-    """np.empty(shape, dtype) whose data starts on a ``ALIGNMENT``-byte boundary.
-
-    numpy aligns large buffers on 16 bytes only, so every 64-byte vector load of
-    a compiled kernel straddled two cache lines: the depthwise kernel took
-    1.1x-1.2x the time on such input and output as on aligned ones (1x112x112x64,
-    measured in one process).
-    """
-    dtype = np.dtype(dtype)
-    count = int(np.prod(shape, dtype=np.int64))
-    raw = np.empty(count * dtype.itemsize + ALIGNMENT, dtype=np.uint8)
-    skip = -raw.ctypes.data % ALIGNMENT
-    return raw[skip : skip + count * dtype.itemsize].view(dtype).reshape(shape)
 
 
 def patches(

@@ -44,7 +44,6 @@ from nnhal.driver.ops import _qexact, kernels, quant, threads
 from nnhal.driver.ops._conv_util import (
     Params,
     Signature,
-    aligned_empty,
     axis_geometry,
     channel_scales,
     check_bias_scale,
@@ -478,8 +477,7 @@ def _float_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
         wm = wm_const if wm_const is not None else prep(w)
         bias = b_f32 if b_f32 is not None else b.astype(f32)
         _, _, oh, ow = geo
-        # on a cache line: the next convolution's vector loads then never straddle two
-        out = aligned_empty((xn.shape[0], oh, ow, out_channels(kind, w.shape)), f32)
+        out = np.empty((xn.shape[0], oh, ow, out_channels(kind, w.shape)), dtype=f32)
         if compiled is not None and compiled(xn, wm, bias, out, geo):
             return from_nhwc(out, nchw).astype(out_dtype, copy=False)
         flat = out.reshape(-1, out.shape[3])
