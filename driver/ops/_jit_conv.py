@@ -1,4 +1,4 @@
-"""Compiled (numba) depthwise convolution kernels; ``kernels`` says when they run.
+"""Compiled (numba) convolution kernels; ``kernels`` says when they run.
 
 The numpy kernels of ``conv`` are the reference; these compute the same sums
 in one pass over the input, which numpy cannot express without a temporary
@@ -9,6 +9,8 @@ zero (for quantized inputs, ``x - zp_x`` is zero on the padding).
 
 - ``depthwise_float``: float32, the bias, the taps and the fused activation's
   clamp of each output pixel in one pass.
+- ``bias_clamp``: the bias and the fused activation's clamp of a float32
+  CONV_2D / GROUPED_CONV_2D slab in one pass (numpy makes two).
 - ``depthwise_acc``: quantized accumulators ``sum (x - zp) * w`` for a slab of
   output rows of one image, in the accumulator type ``conv`` proved exact
   (float32 or float64 integers, whatever the order of the additions; int32
@@ -208,6 +210,21 @@ def depthwise_float(x, w, bias, out, top, left, sh, sw, dh, dw, m, lo, hi):
                         a[ch] = lo
                     elif v > hi:
                         a[ch] = hi
+
+
+@_jit
+def bias_clamp(acc, bias, lo, hi):
+    """acc [P, O] = clamp(acc + bias, lo, hi) in place, float32 (NaN passes, as in
+    numpy's ``clip``): the bias and fused activation of a CONV_2D slab in one pass."""
+    p, o = acc.shape
+    for i in range(p):
+        for ch in range(o):
+            v = acc[i, ch] + bias[ch]
+            if v < lo:
+                v = lo
+            elif v > hi:
+                v = hi
+            acc[i, ch] = v
 
 
 @_jit

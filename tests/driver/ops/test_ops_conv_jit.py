@@ -156,32 +156,45 @@ def test_quant_depthwise_is_bit_exact(geometry, quant, activation, nchw):
 
 
 def _conv_model(op, geometry, activation, nchw, quant, groups=1):
-    """A quantized CONV_2D (or GROUPED_CONV_2D) of the geometry's input and filter size."""
+    """A quantized (``quant`` None: float32) CONV_2D or GROUPED_CONV_2D of the
+    geometry's input and filter size."""
     n, h, w, c, kh, kw, _, pads, strides, dilation = geometry
-    tt, lo, hi, xz, wz, yz = quant
-    dtype = np.uint8 if tt == T.TENSOR_QUANT8_ASYMM else np.int8
     o = 2 * groups
     mb = ModelBuilder()
     g = mb.main
     shape = [n, c, h, w] if nchw else [n, h, w, c]
     rng = np.random.default_rng(hash((geometry, activation, nchw, op)) % 2**32)
-    x = rng.integers(lo, hi + 1, shape).astype(dtype)
-    wv = rng.integers(lo, hi + 1, (o, kh, kw, c // groups)).astype(dtype)
-    b = rng.integers(-3000, 3000, o).astype(np.int32)
-    ins = [
-        g.input(tt, shape, 0.05, xz),
-        g.constant(tt, wv, scale=0.02, zero_point=wz),
-        g.constant(T.TENSOR_INT32, b, scale=0.05 * 0.02),
-        *(g.constant(T.INT32, v) for v in pads),
-        *(g.constant(T.INT32, v) for v in strides),
-    ]
+    wshape = (o, kh, kw, c // groups)
+    if quant is None:
+        tt, out_scale = T.TENSOR_FLOAT32, ()
+        x = rng.standard_normal(shape).astype(np.float32)
+        # NaN passes the clamp on both paths: one in the first output's window
+        left, top, (dw, dh) = pads[0], pads[2], dilation
+        y, xc = -(-top // dh) * dh - top, -(-left // dw) * dw - left
+        x[(0, 0, y, xc) if nchw else (0, y, xc, 0)] = np.nan
+        wv = rng.standard_normal(wshape).astype(np.float32)
+        ins = [g.input(tt, shape), g.constant(tt, wv)]
+        ins += [g.constant(tt, rng.standard_normal(o).astype(np.float32))]
+    else:
+        tt, lo, hi, xz, wz, yz = quant
+        out_scale = (0.1, yz)
+        dtype = np.uint8 if tt == T.TENSOR_QUANT8_ASYMM else np.int8
+        x = rng.integers(lo, hi + 1, shape).astype(dtype)
+        wv = rng.integers(lo, hi + 1, wshape).astype(dtype)
+        b = rng.integers(-3000, 3000, o).astype(np.int32)
+        ins = [
+            g.input(tt, shape, 0.05, xz),
+            g.constant(tt, wv, scale=0.02, zero_point=wz),
+            g.constant(T.TENSOR_INT32, b, scale=0.05 * 0.02),
+        ]
+    ins += [g.constant(T.INT32, v) for v in (*pads, *strides)]
     if op == Op.GROUPED_CONV_2D:
         ins += [g.constant(T.INT32, groups), g.constant(T.INT32, activation)]
         ins += [g.constant(T.BOOL, nchw)]
     else:
         ins += [g.constant(T.INT32, activation), g.constant(T.BOOL, nchw)]
         ins += [g.constant(T.INT32, v) for v in dilation]
-    g.operation(op, ins, [g.output(tt, [0, 0, 0, 0], 0.1, yz)])
+    g.operation(op, ins, [g.output(tt, [0, 0, 0, 0], *out_scale)])
     return mb.build(), [x]
 
 
@@ -196,6 +209,22 @@ def test_quant_conv_requantization_is_bit_exact(geometry, quant, activation):
             continue  # no dilation for GROUPED_CONV_2D
         model, inputs = _conv_model(op, geometry, activation, False, quant, groups)
         (ref,), (jit,) = _both(model, inputs)
+        np.testing.assert_array_equal(jit, ref)
+
+
+@needs_numba
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=lambda g: "x".join(map(str, g[:7])))
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("nchw", [False, True], ids=["nhwc", "nchw"])
+def test_float_conv_bias_and_clamp_agree(geometry, activation, nchw):
+    """Float CONV_2D and GROUPED_CONV_2D add the bias and clamp in one compiled pass:
+    the same operations on the same matmul results as numpy's, so the same values."""
+    for op, groups in ((Op.CONV_2D, 1), (Op.GROUPED_CONV_2D, 2)):
+        if op == Op.GROUPED_CONV_2D and (geometry[9] != (1, 1) or geometry[3] % 2):
+            continue  # no dilation for GROUPED_CONV_2D; channels split in two groups
+        model, inputs = _conv_model(op, geometry, activation, nchw, None, groups)
+        (ref,), (jit,) = _both(model, inputs)
+        assert np.isnan(ref).any()
         np.testing.assert_array_equal(jit, ref)
 
 
@@ -252,17 +281,23 @@ def test_the_compiled_kernels_run(monkeypatch):
     module = kernels.jit_module()
     assert module is not None
     calls = []
-    for name in ("depthwise_float", "depthwise_acc", "requantize", "requantize_fixed"):
+    names = ("depthwise_float", "bias_clamp", "depthwise_acc", "requantize", "requantize_fixed")
+    for name in names:
         real = getattr(module, name)
         monkeypatch.setattr(module, name, lambda *a, _r=real, _n=name: calls.append(_n) or _r(*a))
     float_model, f_in = _model(GEOMETRIES[0], 0, False, np.float32)
+    conv_model, c_in = _conv_model(Op.CONV_2D, GEOMETRIES[0], 3, False, None)
     quant_model, q_in = _model(GEOMETRIES[0], 3, False, np.uint8, QUANT[0])  # one floor
-    _compiled(float_model, kernels.NUMPY).run(f_in)
-    _compiled(quant_model, kernels.NUMPY).run(q_in)
+    for model, inputs in ((float_model, f_in), (conv_model, c_in), (quant_model, q_in)):
+        _compiled(model, kernels.NUMPY).run(inputs)
     assert calls == []
     _compiled(float_model, kernels.AUTO).run(f_in)
+    assert calls == ["depthwise_float"]
+    _compiled(conv_model, kernels.AUTO).run(c_in)
+    assert set(calls[1:]) == {"bias_clamp"}
+    del calls[:]
     _compiled(quant_model, kernels.AUTO).run(q_in)
-    assert calls[0] == "depthwise_float" and set(calls[1:]) == {"depthwise_acc", "requantize"}
+    assert set(calls) == {"depthwise_acc", "requantize"}
 
 
 @needs_numba
