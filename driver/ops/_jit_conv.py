@@ -9,6 +9,8 @@ zero (for quantized inputs, ``x - zp_x`` is zero on the padding).
 
 - ``depthwise_float``: float32, the bias, the taps and the fused activation's
   clamp of each output pixel in one pass.
+- ``im2col``: the im2col slab of a CONV_2D, quantized inputs centered on the
+  way (float32 or float64, as the matmul takes it).
 - ``bias_clamp``: the bias and the fused activation's clamp of a float32
   CONV_2D / GROUPED_CONV_2D slab in one pass (numpy makes two).
 - ``depthwise_acc``: quantized accumulators ``sum (x - zp) * w`` for a slab of
@@ -225,6 +227,51 @@ def bias_clamp(acc, bias, lo, hi):
             elif v > hi:
                 v = hi
             acc[i, ch] = v
+
+
+@_jit
+def im2col(x, zp, i0, i1, r0, r1, ow, kh, kw, top, left, sh, sw, dh, dw, cols):
+    """cols [rows, KH*KW*C] = the windows (``x - zp``, zero in the padding) of output
+    rows r0..r1 of images i0..i1, in ``cols``' type: a CONV_2D im2col slab.
+
+    A window row that lies inside the input with unit dilation is one run of KW*C
+    values; numpy's copy from a strided view makes one inner loop per such run and
+    copies a padded input first. ``zp`` (the input zero point of a quantized
+    convolution, else 0) centers while copying: no centered copy of the input.
+    """
+    n, h, width, c = x.shape
+    xf = x.reshape(n, h, width * c)
+    run = kw * c
+    row = 0
+    for img in range(i0, i1):
+        for oy in range(r0, r1):
+            y0 = oy * sh - top
+            for ox in range(ow):
+                x0 = ox * sw - left
+                whole = dw == 1 and x0 >= 0 and x0 + kw <= width
+                for ky in range(kh):
+                    iy = y0 + ky * dh
+                    d = _U(ky * run)
+                    if iy < 0 or iy >= h:
+                        for j in range(run):
+                            cols[row, d + _U(j)] = 0
+                        continue
+                    if whole:
+                        s = _U(x0 * c)
+                        for j in range(run):
+                            cols[row, d + _U(j)] = xf[img, iy, s + _U(j)] - zp
+                        continue
+                    for kx in range(kw):
+                        ix = x0 + kx * dw
+                        dk = d + _U(kx * c)
+                        if ix < 0 or ix >= width:
+                            for j in range(c):
+                                cols[row, dk + _U(j)] = 0
+                        else:
+                            s = _U(ix * c)
+                            for j in range(c):
+                                cols[row, dk + _U(j)] = xf[img, iy, s + _U(j)] - zp
+                row += 1
 
 
 @_jit

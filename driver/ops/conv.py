@@ -298,17 +298,25 @@ class _Target:
         return self.scratch[: p1 - p0]
 
 
-def _conv_slabs(x, wm, w_shape, params: Params, geo, target: _Target):
+def _conv_slabs(x, wm, w_shape, params: Params, geo, target: _Target, fill=None, zp=None):
     """CONV_2D accumulators by slabs of output pixels: (p0, p1, acc [p1 - p0, O]).
 
     im2col slabs, each one BLAS matmul; a 1x1 unstrided convolution multiplies
-    slabs of the input itself.
+    slabs of the input itself. ``fill(cols, i0, i1, r0, r1) -> bool`` is the
+    compiled im2col (False: numba failed, numpy copies the slab from a strided
+    view). With ``zp`` (a quantized convolution) ``x`` is the raw input, which
+    ``fill`` centers; numpy then works on ``x - zp`` in the matmul's type.
     """
     top, left, oh, ow = geo
     o, kh, kw, c = w_shape
     n, h, w, _ = x.shape
+    dtype = wm.dtype
+
+    def numpy_input():
+        return x if zp is None else np.subtract(x, dtype.type(zp), dtype=dtype)
+
     if kh == kw == 1 and (oh, ow) == (h, w) and params.stride == (1, 1) and not (top or left):
-        flat = x.reshape(n * h * w, c)
+        flat = numpy_input().reshape(n * h * w, c)
         step = _rows_per_slab(c, o)
         for p0 in range(0, n * h * w, step):
             p1 = min(p0 + step, n * h * w)
@@ -316,21 +324,47 @@ def _conv_slabs(x, wm, w_shape, params: Params, geo, target: _Target):
             np.matmul(flat[p0:p1], wm, out=acc)
             yield p0, p1, acc
         return
-    view = _windows(x, w_shape, params, top, left, oh, ow)
     k = kh * kw * c
     slabs = _slabs(n, oh, _rows_per_slab(ow * k, ow * o, im2col=True))
     if not slabs or not oh * ow:  # an empty batch or output
         return
     largest = max((i1 - i0) * (r1 - r0) for i0, i1, r0, r1 in slabs) * ow
-    buffer = np.empty(largest * k, dtype=x.dtype)
+    buffer = np.empty(largest * k, dtype=dtype)
+    view = None
     for i0, i1, r0, r1 in slabs:
         rows = (i1 - i0) * (r1 - r0) * ow
-        slab = buffer[: rows * k].reshape(i1 - i0, r1 - r0, ow, kh, kw, c)
-        np.copyto(slab, view[i0:i1, r0:r1])
+        cols = buffer[: rows * k].reshape(rows, k)
+        if fill is None or not fill(cols, i0, i1, r0, r1):
+            if view is None:
+                view = _windows(numpy_input(), w_shape, params, top, left, oh, ow)
+            np.copyto(cols.reshape(i1 - i0, r1 - r0, ow, kh, kw, c), view[i0:i1, r0:r1])
         p0 = (i0 * oh + r0) * ow
         acc = target(p0, p0 + rows, largest)
-        np.matmul(slab.reshape(rows, k), wm, out=acc)
+        np.matmul(cols, wm, out=acc)
         yield p0, p0 + rows, acc
+
+
+def _jit_im2col(params: Params, x: np.ndarray, zp, w_shape, geo):
+    """fill(cols, i0, i1, r0, r1) -> whether the compiled im2col wrote the slab's windows
+    of ``x`` (centered by ``zp``) into ``cols`` (False: numba failed)."""
+    module = kernels.jit_module()
+    if module is None:
+        return None
+    sw, sh = params.stride
+    dw, dh = params.dilation
+    top, left, _, ow = geo
+    _, kh, kw, _ = w_shape
+    x = np.ascontiguousarray(x)
+
+    def fill(cols, i0, i1, r0, r1) -> bool:
+        try:
+            module.im2col(x, zp, i0, i1, r0, r1, ow, kh, kw, top, left, sh, sw, dh, dw, cols)
+        except Exception as exc:  # noqa: BLE001 (a compile failure: numpy from now on)
+            kernels.failed(exc)
+            return False
+        return True
+
+    return fill
 
 
 def _conv_matrix(w: np.ndarray, dtype) -> np.ndarray:
@@ -470,6 +504,7 @@ def _float_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
     want_jit = kernels.jit_wanted()
     compiled = _jit_float_depthwise(params) if kind is DEPTHWISE and want_jit else None
     bias_clamp = _jit_bias_clamp(params) if want_jit else None
+    im2col = kind is CONV and want_jit
 
     def kernel(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
         xn = to_nhwc(x, nchw)
@@ -483,8 +518,14 @@ def _float_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
         if compiled is not None and compiled(xn, wm, bias, out, geo):
             return from_nhwc(out, nchw).astype(out_dtype, copy=False)
         flat = out.reshape(-1, out.shape[3])
+        target = _Target(flat, flat.shape[1], f32)
+        if im2col:
+            fill = _jit_im2col(params, xn, f32(0), w.shape, geo)
+            slabs = _conv_slabs(xn, wm, w.shape, params, geo, target, fill)
+        else:
+            slabs = accumulate(xn, wm, w.shape, geo, target)
         # bias and activation on each slab while it is in cache
-        for _, _, acc in accumulate(xn, wm, w.shape, geo, _Target(flat, flat.shape[1], f32)):
+        for _, _, acc in slabs:
             if bias_clamp is not None and bias_clamp(acc, bias):
                 continue
             acc += bias
@@ -712,6 +753,7 @@ def _quant_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
     zp_in, nchw = inp.zeroPoint, params.nchw
     want_jit = kernels.jit_wanted()
     jit = kind is DEPTHWISE and want_jit
+    im2col = kind is CONV and want_jit  # accumulates in float32 or float64 (fallback)
     jit_requant = _jit_requantizer(frequant, mult, exp, out.zeroPoint, lo, hi) if want_jit else None
 
     def plan(w: np.ndarray, b: np.ndarray):
@@ -753,9 +795,14 @@ def _quant_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
 
     def centered(acc_dtype):
         """The numpy slabs of the input centered in ``acc_dtype`` (one pass: the cast
-        happens inside the subtraction); zero padding is then the input zero point."""
+        happens inside the subtraction); zero padding is then the input zero point.
+        A CONV_2D with numba centers in its compiled im2col instead."""
 
         def slabs(x, wm, w_shape, geo, target):
+            if im2col:
+                fill = _jit_im2col(params, x, acc_dtype(zp_in), w_shape, geo)
+                if fill is not None:
+                    return _conv_slabs(x, wm, w_shape, params, geo, target, fill, zp_in)
             xc = np.subtract(x, acc_dtype(zp_in), dtype=acc_dtype)
             return accumulators[acc_dtype](xc, wm, w_shape, geo, target)
 

@@ -281,7 +281,8 @@ def test_the_compiled_kernels_run(monkeypatch):
     module = kernels.jit_module()
     assert module is not None
     calls = []
-    names = ("depthwise_float", "bias_clamp", "depthwise_acc", "requantize", "requantize_fixed")
+    names = ("depthwise_float", "bias_clamp", "im2col", "depthwise_acc", "requantize")
+    names += ("requantize_fixed",)
     for name in names:
         real = getattr(module, name)
         monkeypatch.setattr(module, name, lambda *a, _r=real, _n=name: calls.append(_n) or _r(*a))
@@ -294,7 +295,7 @@ def test_the_compiled_kernels_run(monkeypatch):
     _compiled(float_model, kernels.AUTO).run(f_in)
     assert calls == ["depthwise_float"]
     _compiled(conv_model, kernels.AUTO).run(c_in)
-    assert set(calls[1:]) == {"bias_clamp"}
+    assert set(calls[1:]) == {"im2col", "bias_clamp"}
     del calls[:]
     _compiled(quant_model, kernels.AUTO).run(q_in)
     assert set(calls) == {"depthwise_acc", "requantize"}
