@@ -19,6 +19,10 @@ Kernels work in NHWC:
   compiled kernels of ``_jit_conv`` run instead: one pass with the bias and
   the clamp fused (float), or the exact accumulators of each slab (quantized).
 
+With numba, CONV_2D's im2col slabs come from the compiled ``im2col`` (which
+also centers a quantized input), and a float slab's bias and activation are
+one compiled pass (``bias_clamp``); numpy's forms stay the reference.
+
 On one BLAS thread a slab is about ``OUT_SLAB_ELEMENTS`` output values, so the
 bias, the activation or the requantization pass over it while it is in
 cache; with several threads slabs are as large as ``SLAB_ELEMENTS`` of im2col
