@@ -332,6 +332,30 @@ def test_a_failing_compile_falls_back_to_numpy(monkeypatch, caplog):
     assert not kernels.jit_wanted()
 
 
+@needs_numba
+@pytest.mark.parametrize("broken_name", ["im2col", "bias_clamp"])
+@pytest.mark.parametrize("quant", [None, QUANT[0]], ids=["f32", "u8"])
+def test_a_failing_conv_kernel_falls_back_to_numpy(monkeypatch, caplog, broken_name, quant):
+    """CONV_2D's compiled im2col or bias pass failing to compile: one warning, and
+    numpy's copy (centering a quantized input itself) or passes give the same values."""
+    module = kernels.jit_module()
+
+    def broken(*args):
+        raise RuntimeError("simulated compile failure")
+
+    monkeypatch.setattr(module, broken_name, broken)
+    monkeypatch.setattr(kernels, "_broken", False)
+    monkeypatch.setattr(kernels, "_module", module)
+    model, inputs = _conv_model(Op.CONV_2D, GEOMETRIES[0], 3, False, quant)
+    ref = _compiled(model, kernels.NUMPY).run(inputs)[0]
+    compiled = _compiled(model, kernels.AUTO)
+    with caplog.at_level(logging.WARNING, logger=kernels.__name__):
+        np.testing.assert_array_equal(compiled.run(inputs)[0], ref)
+    if quant is None or broken_name == "im2col":  # quantized outputs take no bias pass
+        assert "simulated compile failure" in caplog.text
+        assert not kernels.jit_wanted()
+
+
 def test_a_failing_import_falls_back_to_numpy(monkeypatch, caplog):
     """numba present but broken (its import raises): numpy, no crash."""
     import sys
