@@ -1,4 +1,4 @@
-"""The compiled depthwise kernels (``_jit_conv``) against the numpy reference.
+"""The compiled convolution kernels (``_jit_conv``) against the numpy reference.
 
 Each case is compiled twice, with ``kernels.set_kernels("numpy")`` and with
 the default (the compiled kernels, numba being installed in CI through the
