@@ -725,6 +725,17 @@ def _abs_sums(kind: Kind, centered: np.ndarray) -> np.ndarray:
     return rows.sum(axis=axis, dtype=np.float32 if exact32 else np.float64).astype(np.float64)
 
 
+def _centered_f32(w: np.ndarray, zero_point: int) -> np.ndarray:
+    """w - zero_point as float32 (exact: 8-bit integers).
+
+    A cast then an in-place subtraction: numpy's mixed-type subtraction casts
+    through its buffered loop (a 1024x1024 filter 0.16 against 0.12 ms).
+    """
+    centered = w.astype(f32)
+    centered -= f32(zero_point)
+    return centered
+
+
 def _quant_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., np.ndarray]:
     """Exact integer accumulation in float BLAS where the sums provably fit (``_qexact``).
 
@@ -765,7 +776,7 @@ def _quant_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
 
     def plan(w: np.ndarray, b: np.ndarray):
         """(accumulation dtype, weights in it, bias as float64, float requant exact?)"""
-        centered = np.subtract(w, f32(filt.zeroPoint), dtype=f32)  # exact
+        centered = _centered_f32(w, filt.zeroPoint)
         b64 = b.astype(np.float64)
 
         def decide(sums):
