@@ -1,4 +1,4 @@
-"""Compiled (numba) depthwise convolution kernels; ``kernels`` says when they run.
+"""Compiled (numba) convolution kernels; ``kernels`` says when they run.
 
 The numpy kernels of ``conv`` are the reference; these compute the same sums
 in one pass over the input, which numpy cannot express without a temporary
@@ -9,6 +9,10 @@ zero (for quantized inputs, ``x - zp_x`` is zero on the padding).
 
 - ``depthwise_float``: float32, the bias, the taps and the fused activation's
   clamp of each output pixel in one pass.
+- ``im2col``: the im2col slab of a CONV_2D, quantized inputs centered on the
+  way (float32 or float64, as the matmul takes it).
+- ``bias_clamp``: the bias and the fused activation's clamp of a float32
+  CONV_2D / GROUPED_CONV_2D slab in one pass (numpy makes two).
 - ``depthwise_acc``: quantized accumulators ``sum (x - zp) * w`` for a slab of
   output rows of one image, in the accumulator type ``conv`` proved exact
   (float32 or float64 integers, whatever the order of the additions; int32
@@ -68,6 +72,92 @@ def _taps_float(x, w, img, y0, x0, a, dh, dw, m):
                         a[ci * m + j] += p[ci] * wk[ci * m + j]
 
 
+#: output pixels of a row that ``_row4_float`` computes per step
+ROW_STEP = 4
+_U = np.uint64
+
+
+@_jit
+def _row4_float(x, w, bias, out, img, oy, y0, dh, x_from, ox_from, steps, lo, hi):
+    """out[img, oy, ox_from : ox_from + 4 * steps] for a 3x3 filter, unit width stride
+    and dilation, no depth multiplier, every window inside ``x`` (rows y0, y0 + dh,
+    y0 + 2 dh; columns from x_from): four neighbouring output pixels per step, channels innermost.
+
+    The four windows span six input columns, so each input value is loaded once per
+    step instead of up to three times, and the channel's nine weights and bias once
+    for four pixels: the one-pixel form was bound by its loads (19 vector loads per
+    16 outputs). Rows are indexed flat (column * C + channel) with unsigned indices:
+    numba wraps negative indices, and a signed index LLVM cannot prove non-negative
+    turned the loads into gathers. The column offsets are variables, not ``k * c``
+    written in the index: a Python int times an unsigned one is a float in numba.
+    """
+    n, h, width, c = x.shape
+    xf = x.reshape(n, h, width * c)
+    of = out.reshape(out.shape[0], out.shape[1], out.shape[2] * c)
+    wf = w.reshape(9, c)
+    y1, y2 = y0 + dh, y0 + 2 * dh
+    u1, u2, u3, u4, u5 = _U(c), _U(2 * c), _U(3 * c), _U(4 * c), _U(5 * c)
+    for s in range(steps):
+        base = _U((x_from + 4 * s) * c)
+        ob = _U((ox_from + 4 * s) * c)
+        for ch in range(c):
+            j = _U(ch)
+            p = base + j
+            w00, w01, w02 = wf[0, j], wf[1, j], wf[2, j]
+            w10, w11, w12 = wf[3, j], wf[4, j], wf[5, j]
+            w20, w21, w22 = wf[6, j], wf[7, j], wf[8, j]
+            bj = bias[j]
+            a0, a1, a2 = xf[img, y0, p], xf[img, y0, p + u1], xf[img, y0, p + u2]
+            a3, a4, a5 = xf[img, y0, p + u3], xf[img, y0, p + u4], xf[img, y0, p + u5]
+            b0, b1, b2 = xf[img, y1, p], xf[img, y1, p + u1], xf[img, y1, p + u2]
+            b3, b4, b5 = xf[img, y1, p + u3], xf[img, y1, p + u4], xf[img, y1, p + u5]
+            c0, c1, c2 = xf[img, y2, p], xf[img, y2, p + u1], xf[img, y2, p + u2]
+            c3, c4, c5 = xf[img, y2, p + u3], xf[img, y2, p + u4], xf[img, y2, p + u5]
+            # the additions in the one-pixel form's order (same results)
+            v0 = bj + a0 * w00
+            v0 += a1 * w01 + a2 * w02
+            v0 += b0 * w10 + b1 * w11
+            v0 += b2 * w12 + c0 * w20
+            v0 += c1 * w21 + c2 * w22
+            v1 = bj + a1 * w00
+            v1 += a2 * w01 + a3 * w02
+            v1 += b1 * w10 + b2 * w11
+            v1 += b3 * w12 + c1 * w20
+            v1 += c2 * w21 + c3 * w22
+            v2 = bj + a2 * w00
+            v2 += a3 * w01 + a4 * w02
+            v2 += b2 * w10 + b3 * w11
+            v2 += b4 * w12 + c2 * w20
+            v2 += c3 * w21 + c4 * w22
+            v3 = bj + a3 * w00
+            v3 += a4 * w01 + a5 * w02
+            v3 += b3 * w10 + b4 * w11
+            v3 += b5 * w12 + c3 * w20
+            v3 += c4 * w21 + c5 * w22
+            if v0 < lo:
+                v0 = lo
+            elif v0 > hi:
+                v0 = hi
+            if v1 < lo:
+                v1 = lo
+            elif v1 > hi:
+                v1 = hi
+            if v2 < lo:
+                v2 = lo
+            elif v2 > hi:
+                v2 = hi
+            if v3 < lo:
+                v3 = lo
+            elif v3 > hi:
+                v3 = hi
+            # stored after all four are computed: a store between the loads would
+            # need proof that it overlaps none of them before LLVM vectorizes
+            of[img, oy, ob + j] = v0
+            of[img, oy, ob + u1 + j] = v1
+            of[img, oy, ob + u2 + j] = v2
+            of[img, oy, ob + u3 + j] = v3
+
+
 @_jit
 def depthwise_float(x, w, bias, out, top, left, sh, sw, dh, dw, m, lo, hi):
     """out [N, OH, OW, C*M] = clamp(bias + taps), float32; ``w`` is [KH, KW, C*M].
@@ -79,12 +169,24 @@ def depthwise_float(x, w, bias, out, top, left, sh, sw, dh, dw, m, lo, hi):
     h, width = x.shape[1], x.shape[2]
     kh, kw = w.shape[0], w.shape[1]
     fused = kh == 3 and kw == 3 and m == 1
+    # unit stride and dilation: the output columns whose windows lie inside the
+    # input, [ox_a, ox_b), go four at a time through _row4_float
+    by_four = fused and sw == 1 and dw == 1
+    ox_a = min(max(0, left), ow)
+    ox_b = max(min(ow, width - 2 + left), ox_a)
+    steps = (ox_b - ox_a) // ROW_STEP
     for img in range(n):
         for oy in range(oh):
             y0 = oy * sh - top
             y1, y2 = y0 + dh, y0 + 2 * dh
             rows_in = y0 >= 0 and y2 < h
+            skip_a = skip_b = 0
+            if by_four and rows_in and steps > 0:
+                _row4_float(x, w, bias, out, img, oy, y0, dh, ox_a - left, ox_a, steps, lo, hi)
+                skip_a, skip_b = ox_a, ox_a + ROW_STEP * steps
             for ox in range(ow):
+                if skip_a <= ox < skip_b:
+                    continue
                 x0 = ox * sw - left
                 if fused and rows_in and x0 >= 0 and x0 + 2 * dw < width:
                     x1, x2 = x0 + dw, x0 + 2 * dw
@@ -110,6 +212,66 @@ def depthwise_float(x, w, bias, out, top, left, sh, sw, dh, dw, m, lo, hi):
                         a[ch] = lo
                     elif v > hi:
                         a[ch] = hi
+
+
+@_jit
+def bias_clamp(acc, bias, lo, hi):
+    """acc [P, O] = clamp(acc + bias, lo, hi) in place, float32 (NaN passes, as in
+    numpy's ``clip``): the bias and fused activation of a CONV_2D slab in one pass."""
+    p, o = acc.shape
+    for i in range(p):
+        for ch in range(o):
+            v = acc[i, ch] + bias[ch]
+            if v < lo:
+                v = lo
+            elif v > hi:
+                v = hi
+            acc[i, ch] = v
+
+
+@_jit
+def im2col(x, zp, i0, i1, r0, r1, ow, kh, kw, top, left, sh, sw, dh, dw, cols):
+    """cols [rows, KH*KW*C] = the windows (``x - zp``, zero in the padding) of output
+    rows r0..r1 of images i0..i1, in ``cols``' type: a CONV_2D im2col slab.
+
+    A window row that lies inside the input with unit dilation is one run of KW*C
+    values; numpy's copy from a strided view makes one inner loop per such run and
+    copies a padded input first. ``zp`` (the input zero point of a quantized
+    convolution, else 0) centers while copying: no centered copy of the input.
+    """
+    n, h, width, c = x.shape
+    xf = x.reshape(n, h, width * c)
+    run = kw * c
+    row = 0
+    for img in range(i0, i1):
+        for oy in range(r0, r1):
+            y0 = oy * sh - top
+            for ox in range(ow):
+                x0 = ox * sw - left
+                whole = dw == 1 and x0 >= 0 and x0 + kw <= width
+                for ky in range(kh):
+                    iy = y0 + ky * dh
+                    d = _U(ky * run)
+                    if iy < 0 or iy >= h:
+                        for j in range(run):
+                            cols[row, d + _U(j)] = 0
+                        continue
+                    if whole:
+                        s = _U(x0 * c)
+                        for j in range(run):
+                            cols[row, d + _U(j)] = xf[img, iy, s + _U(j)] - zp
+                        continue
+                    for kx in range(kw):
+                        ix = x0 + kx * dw
+                        dk = d + _U(kx * c)
+                        if ix < 0 or ix >= width:
+                            for j in range(c):
+                                cols[row, dk + _U(j)] = 0
+                        else:
+                            s = _U(ix * c)
+                            for j in range(c):
+                                cols[row, dk + _U(j)] = xf[img, iy, s + _U(j)] - zp
+                row += 1
 
 
 @_jit

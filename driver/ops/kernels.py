@@ -1,9 +1,10 @@
-"""Which implementation runs the depthwise convolution: compiled (numba) or numpy.
+"""Which implementation runs the convolution kernels: compiled (numba) or numpy.
 
 numpy has no fused multiply-accumulate over the taps of a depthwise filter:
 its best form (an einsum over shifted views) stays 2x-3x slower than
-onnxruntime. With the optional extra ``nnhal[fast]`` (numba), the kernels of
-``_jit_conv`` run instead; the numpy kernels stay the reference and every
+onnxruntime; nor a one-pass requantization, or bias and clamp. With the
+optional extra ``nnhal[fast]`` (numba), the kernels of ``_jit_conv`` run
+instead; the numpy kernels stay the reference and every
 test runs both.
 
 - ``"auto"`` (the default): the compiled kernels when numba is installed, else

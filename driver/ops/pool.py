@@ -81,7 +81,8 @@ def _counts(size: int, k: int, stride: int, head: int, out: int) -> np.ndarray:
 def _geometry(ctx: OpContext, params: Params):
     """NHWC input shape -> (top, left, OH, OW, counts [OH, OW, 1]) checked at run time.
 
-    Counts are int64 for quantized inputs and float32 otherwise.
+    Counts are int64 for quantized inputs and float32 otherwise; one scalar when
+    every window covers as many input elements.
     """
     count_dtype = np.int64 if ctx.primary_type in QUANT8 else f32
     kh, kw = _filter(params)
@@ -95,6 +96,12 @@ def _geometry(ctx: OpContext, params: Params):
         top, oh = axis_geometry(params, "height", h, kh, fail)
         left, ow = axis_geometry(params, "width", w, kw, fail)
         counts = np.outer(_counts(h, kh, sh, top, oh), _counts(w, kw, sw, left, ow))
+        if counts.size and np.all(counts == counts.flat[0]):
+            # one count for every window (no padding under any): dividing by a scalar
+            # gives the same quotients as by the broadcast array, and numpy's loop over
+            # a broadcast [OH, OW, 1] runs one short inner loop per output pixel
+            # (1x56x56x64: 31 against 16 us)
+            return top, left, oh, ow, count_dtype(counts.flat[0])
         return top, left, oh, ow, counts[:, :, None].astype(count_dtype)
 
     return last_shape_cache(compute)

@@ -1,4 +1,4 @@
-"""The compiled depthwise kernels (``_jit_conv``) against the numpy reference.
+"""The compiled convolution kernels (``_jit_conv``) against the numpy reference.
 
 Each case is compiled twice, with ``kernels.set_kernels("numpy")`` and with
 the default (the compiled kernels, numba being installed in CI through the
@@ -70,6 +70,11 @@ GEOMETRIES = [
     (1, 4, 4, 6, 3, 3, 1, (0, 0, 0, 0), (1, 1), (1, 1)),  # no padding at all
     (1, 3, 3, 16, 5, 5, 1, (2, 2, 2, 2), (2, 1), (1, 1)),  # window wider than the input
     (1, 12, 5, 4, 3, 3, 1, (1, 1, 1, 1), (1, 2), (1, 2)),  # anisotropic
+    # four output pixels a step (unit width stride and dilation): a whole number of
+    # steps across the interior, and steps with a remainder under height stride and
+    # dilation (channels not a multiple of the SIMD width)
+    (2, 6, 14, 20, 3, 3, 1, (1, 1, 1, 1), (1, 1), (1, 1)),
+    (1, 11, 13, 7, 3, 3, 1, (0, 2, 1, 1), (1, 2), (1, 2)),
 ]
 ACTIVATIONS = [0, 1, 2, 3]
 
@@ -151,32 +156,45 @@ def test_quant_depthwise_is_bit_exact(geometry, quant, activation, nchw):
 
 
 def _conv_model(op, geometry, activation, nchw, quant, groups=1):
-    """A quantized CONV_2D (or GROUPED_CONV_2D) of the geometry's input and filter size."""
+    """A quantized (``quant`` None: float32) CONV_2D or GROUPED_CONV_2D of the
+    geometry's input and filter size."""
     n, h, w, c, kh, kw, _, pads, strides, dilation = geometry
-    tt, lo, hi, xz, wz, yz = quant
-    dtype = np.uint8 if tt == T.TENSOR_QUANT8_ASYMM else np.int8
     o = 2 * groups
     mb = ModelBuilder()
     g = mb.main
     shape = [n, c, h, w] if nchw else [n, h, w, c]
     rng = np.random.default_rng(hash((geometry, activation, nchw, op)) % 2**32)
-    x = rng.integers(lo, hi + 1, shape).astype(dtype)
-    wv = rng.integers(lo, hi + 1, (o, kh, kw, c // groups)).astype(dtype)
-    b = rng.integers(-3000, 3000, o).astype(np.int32)
-    ins = [
-        g.input(tt, shape, 0.05, xz),
-        g.constant(tt, wv, scale=0.02, zero_point=wz),
-        g.constant(T.TENSOR_INT32, b, scale=0.05 * 0.02),
-        *(g.constant(T.INT32, v) for v in pads),
-        *(g.constant(T.INT32, v) for v in strides),
-    ]
+    wshape = (o, kh, kw, c // groups)
+    if quant is None:
+        tt, out_scale = T.TENSOR_FLOAT32, ()
+        x = rng.standard_normal(shape).astype(np.float32)
+        # NaN passes the clamp on both paths: one in the first output's window
+        left, top, (dw, dh) = pads[0], pads[2], dilation
+        y, xc = -(-top // dh) * dh - top, -(-left // dw) * dw - left
+        x[(0, 0, y, xc) if nchw else (0, y, xc, 0)] = np.nan
+        wv = rng.standard_normal(wshape).astype(np.float32)
+        ins = [g.input(tt, shape), g.constant(tt, wv)]
+        ins += [g.constant(tt, rng.standard_normal(o).astype(np.float32))]
+    else:
+        tt, lo, hi, xz, wz, yz = quant
+        out_scale = (0.1, yz)
+        dtype = np.uint8 if tt == T.TENSOR_QUANT8_ASYMM else np.int8
+        x = rng.integers(lo, hi + 1, shape).astype(dtype)
+        wv = rng.integers(lo, hi + 1, wshape).astype(dtype)
+        b = rng.integers(-3000, 3000, o).astype(np.int32)
+        ins = [
+            g.input(tt, shape, 0.05, xz),
+            g.constant(tt, wv, scale=0.02, zero_point=wz),
+            g.constant(T.TENSOR_INT32, b, scale=0.05 * 0.02),
+        ]
+    ins += [g.constant(T.INT32, v) for v in (*pads, *strides)]
     if op == Op.GROUPED_CONV_2D:
         ins += [g.constant(T.INT32, groups), g.constant(T.INT32, activation)]
         ins += [g.constant(T.BOOL, nchw)]
     else:
         ins += [g.constant(T.INT32, activation), g.constant(T.BOOL, nchw)]
         ins += [g.constant(T.INT32, v) for v in dilation]
-    g.operation(op, ins, [g.output(tt, [0, 0, 0, 0], 0.1, yz)])
+    g.operation(op, ins, [g.output(tt, [0, 0, 0, 0], *out_scale)])
     return mb.build(), [x]
 
 
@@ -191,6 +209,22 @@ def test_quant_conv_requantization_is_bit_exact(geometry, quant, activation):
             continue  # no dilation for GROUPED_CONV_2D
         model, inputs = _conv_model(op, geometry, activation, False, quant, groups)
         (ref,), (jit,) = _both(model, inputs)
+        np.testing.assert_array_equal(jit, ref)
+
+
+@needs_numba
+@pytest.mark.parametrize("geometry", GEOMETRIES, ids=lambda g: "x".join(map(str, g[:7])))
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("nchw", [False, True], ids=["nhwc", "nchw"])
+def test_float_conv_bias_and_clamp_agree(geometry, activation, nchw):
+    """Float CONV_2D and GROUPED_CONV_2D add the bias and clamp in one compiled pass:
+    the same operations on the same matmul results as numpy's, so the same values."""
+    for op, groups in ((Op.CONV_2D, 1), (Op.GROUPED_CONV_2D, 2)):
+        if op == Op.GROUPED_CONV_2D and (geometry[9] != (1, 1) or geometry[3] % 2):
+            continue  # no dilation for GROUPED_CONV_2D; channels split in two groups
+        model, inputs = _conv_model(op, geometry, activation, nchw, None, groups)
+        (ref,), (jit,) = _both(model, inputs)
+        assert np.isnan(ref).any()
         np.testing.assert_array_equal(jit, ref)
 
 
@@ -247,17 +281,24 @@ def test_the_compiled_kernels_run(monkeypatch):
     module = kernels.jit_module()
     assert module is not None
     calls = []
-    for name in ("depthwise_float", "depthwise_acc", "requantize", "requantize_fixed"):
+    names = ("depthwise_float", "bias_clamp", "im2col", "depthwise_acc", "requantize")
+    names += ("requantize_fixed",)
+    for name in names:
         real = getattr(module, name)
         monkeypatch.setattr(module, name, lambda *a, _r=real, _n=name: calls.append(_n) or _r(*a))
     float_model, f_in = _model(GEOMETRIES[0], 0, False, np.float32)
+    conv_model, c_in = _conv_model(Op.CONV_2D, GEOMETRIES[0], 3, False, None)
     quant_model, q_in = _model(GEOMETRIES[0], 3, False, np.uint8, QUANT[0])  # one floor
-    _compiled(float_model, kernels.NUMPY).run(f_in)
-    _compiled(quant_model, kernels.NUMPY).run(q_in)
+    for model, inputs in ((float_model, f_in), (conv_model, c_in), (quant_model, q_in)):
+        _compiled(model, kernels.NUMPY).run(inputs)
     assert calls == []
     _compiled(float_model, kernels.AUTO).run(f_in)
+    assert calls == ["depthwise_float"]
+    _compiled(conv_model, kernels.AUTO).run(c_in)
+    assert set(calls[1:]) == {"im2col", "bias_clamp"}
+    del calls[:]
     _compiled(quant_model, kernels.AUTO).run(q_in)
-    assert calls[0] == "depthwise_float" and set(calls[1:]) == {"depthwise_acc", "requantize"}
+    assert set(calls) == {"depthwise_acc", "requantize"}
 
 
 @needs_numba
@@ -289,6 +330,30 @@ def test_a_failing_compile_falls_back_to_numpy(monkeypatch, caplog):
     monkeypatch.setattr(kernels, "_module", module)
     np.testing.assert_array_equal(q_model.run(q_in)[0], quant_ref)
     assert not kernels.jit_wanted()
+
+
+@needs_numba
+@pytest.mark.parametrize("broken_name", ["im2col", "bias_clamp"])
+@pytest.mark.parametrize("quant", [None, QUANT[0]], ids=["f32", "u8"])
+def test_a_failing_conv_kernel_falls_back_to_numpy(monkeypatch, caplog, broken_name, quant):
+    """CONV_2D's compiled im2col or bias pass failing to compile: one warning, and
+    numpy's copy (centering a quantized input itself) or passes give the same values."""
+    module = kernels.jit_module()
+
+    def broken(*args):
+        raise RuntimeError("simulated compile failure")
+
+    monkeypatch.setattr(module, broken_name, broken)
+    monkeypatch.setattr(kernels, "_broken", False)
+    monkeypatch.setattr(kernels, "_module", module)
+    model, inputs = _conv_model(Op.CONV_2D, GEOMETRIES[0], 3, False, quant)
+    ref = _compiled(model, kernels.NUMPY).run(inputs)[0]
+    compiled = _compiled(model, kernels.AUTO)
+    with caplog.at_level(logging.WARNING, logger=kernels.__name__):
+        np.testing.assert_array_equal(compiled.run(inputs)[0], ref)
+    if quant is None or broken_name == "im2col":  # quantized outputs take no bias pass
+        assert "simulated compile failure" in caplog.text
+        assert not kernels.jit_wanted()
 
 
 def test_a_failing_import_falls_back_to_numpy(monkeypatch, caplog):
