@@ -22,7 +22,7 @@ from nnhal.driver.executor.codegen import Generator
 from nnhal.driver.executor.compiler import Checked, compile_plans, output_dtypes
 from nnhal.driver.executor.operands import map_model_pools
 from nnhal.driver.executor.plan import SubgraphPlan
-from nnhal.driver.executor.shapes import prove_shapes
+from nnhal.driver.executor.shapes import apply_proofs, prove_shapes
 from nnhal.driver.limits import out_of_memory
 
 from nnhal.errors import GeneralFailure, HalError, InvalidArgument
@@ -92,14 +92,20 @@ def compile_model(
         pool_views = map_model_pools(model)
     try:
         plans = compile_plans(model, pool_views, checked)
-        prove_shapes(plans, max_tensor_bytes)
+        if checked is not None and checked.proven is not None:
+            proofs = checked.proven
+            apply_proofs(plans, proofs)
+        else:
+            proofs = prove_shapes(plans, max_tensor_bytes)
     except HalError:
         raise
     except MemoryError as exc:
         raise out_of_memory("compilation", exc) from exc
     except Exception as exc:  # a malformed model the validator let through
         raise GeneralFailure(f"cannot compile model: {type(exc).__name__}: {exc}") from exc
-    return CompiledModel(model, plans, specialize=specialize, max_tensor_bytes=max_tensor_bytes)
+    compiled = CompiledModel(model, plans, specialize=specialize, max_tensor_bytes=max_tensor_bytes)
+    compiled.proofs = proofs
+    return compiled
 
 
 class CompiledModel:
@@ -115,6 +121,8 @@ class CompiledModel:
     ) -> None:
         self.model = model
         self.plans = plans
+        #: (subgraph, operation) -> the output positions whose shapes were proven
+        self.proofs: dict[tuple[int, int], frozenset[int]] = {}
         self._specialize = specialize
         self._max_tensor_bytes = max_tensor_bytes
         self._n_inputs = len(model.main.inputIndexes)
