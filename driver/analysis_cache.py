@@ -33,7 +33,10 @@ the entry is dropped), and the shape proofs are kept per
 
 Only successes are kept: a model that fails a check is checked again next
 time. Kernels, decoded constants and generated functions are never shared:
-each prepared model binds its own.
+each prepared model binds its own. What an entry keeps of the code generator
+is the text of each generated function and the names of its closure
+variables (``Generator.recipes``): the text depends on the model alone, and
+each name says which of the new prepared model's values it stands for.
 """
 
 from __future__ import annotations
@@ -130,6 +133,9 @@ class Analysis:
     limits_passed: bool = False
     #: (strict shapes, max tensor bytes) -> {(subgraph, operation): proven output positions}
     proofs: dict = field(default_factory=dict)
+    #: (strict shapes, max tensor bytes) -> the generated functions' recipes
+    #: (``compile_model(recipes=...)``: texts and closure names, never the values)
+    recipes: dict = field(default_factory=dict)
 
     def current(self) -> bool:
         """Every definition the checks passed with is still the registry's."""

@@ -477,6 +477,11 @@ class Device:
                     pool_views=analysis.pool_views(),
                     max_tensor_bytes=self.limits.max_tensor_bytes,
                     checked=analysis.checked(proofs_key) if target is model else None,
+                    recipes=(
+                        kept.recipes.setdefault(proofs_key, {})
+                        if kept is not None and target is model
+                        else None
+                    ),
                 )
                 if kept is not None and target is model:
                     kept.proofs[proofs_key] = compiled.proofs

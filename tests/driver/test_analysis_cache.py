@@ -143,3 +143,45 @@ def test_only_the_builtin_configuration_keeps_results(monkeypatch):
     device = Device()
     device.prepareModel_1_3(_add_model())  # 8 bytes of constants
     assert len(device.analyses) == 0
+
+
+def _closure_ids(function) -> set[int]:
+    return {id(cell.cell_contents) for cell in function.__closure__ or ()}
+
+
+@pytest.mark.parametrize("name", ["greedy", "parity"])
+def test_generated_functions_are_rebuilt_with_the_new_models_own_values(name):
+    from nnhal.tools.bench_workloads import suite
+
+    workload = suite([name])[0]
+    device = Device()
+    first = device.prepareModel_1_3(workload.model)
+    again = device.prepareModel_1_3(suite([name])[0].model)  # decoded anew: other objects
+    assert len(device.analyses) == 1
+    for checked in (False, True):  # the deadline variant is generated on demand
+        assert again.compiled.source(checked=checked) == first.compiled.source(checked=checked)
+    cells = _closure_ids(again.compiled._main)
+    own = {id(v) for p in again.compiled.plans.values() for v in p.constants.values()}
+    theirs = {id(v) for p in first.compiled.plans.values() for v in p.constants.values()}
+    assert cells & own and not cells & theirs
+    inputs = workload.inputs(workload.trips[0])
+    expected = workload.numpy(inputs)
+    for deadline in (None, 2**62):
+        outputs = again.compiled.run(inputs, deadline_ns=deadline)
+        for got, want in zip(outputs, expected):
+            np.testing.assert_allclose(got, want, rtol=workload.rtol, atol=workload.atol)
+
+
+def test_a_recipe_naming_an_unknown_value_is_generated_again(validations):
+    device = Device()
+    device.prepareModel_1_3(_add_model())
+    (kept,) = device.analyses._entries.values()
+    (recipes,) = kept.recipes.values()
+    (variant,) = recipes.values()
+    text, names, locations = variant[0]
+    variant[0] = (text.replace("_factory(", "_factory(zz9, ", 1), ("zz9", *names), locations)
+    same = device.prepareModel_1_3(_add_model())  # a hit, but the recipe is not usable
+    assert len(validations) == 1
+    np.testing.assert_array_equal(_run(same, [1.0, 2.0]), [2.0, 3.0])
+    assert "zz9" not in same.compiled.source()
+    assert "zz9" not in variant[0][0]  # replaced by the one generated again
