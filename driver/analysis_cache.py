@@ -25,8 +25,10 @@ The key covers everything the checks read:
   shared-memory or token pools (contents outside the message) or extension
   prefixes are never cached.
 
-The device's configuration is fixed for the cache's lifetime (one cache per
-``Device``; a device with op packages or another backend keeps none). Every
+The device's configuration is part of the key: one cache per ``Device`` (a
+device with op packages or another backend keeps none), and an entry serves
+only while the device holds the very profile, limits, support pipeline and
+backend objects it was made with. Every
 operation's cached registry definition must still be the registry's (else
 the entry is dropped), and the shape proofs are kept per
 ``NNHAL_STRICT_SHAPES`` setting and tensor limit.
@@ -121,6 +123,8 @@ class Analysis:
     """One model's check results (filled in as the checks pass)."""
 
     model: Model
+    #: the device's configuration objects the results were found with (``AnalysisCache``)
+    config: tuple
     #: (subgraph, operation) -> the registry definition its checks passed with
     validated: dict
     #: (subgraph, operand) -> OperandInfo (constants': views of ``model``'s bytes)
@@ -155,13 +159,18 @@ class AnalysisCache:
         self._entries: OrderedDict[bytes, Analysis] = OrderedDict()
         self._bytes = 0
 
-    def get(self, key: bytes, model: Model) -> Analysis | None:
-        """The entry of an identical model seen before, else None."""
+    def get(self, key: bytes, model: Model, config: tuple) -> Analysis | None:
+        """The entry of an identical model seen before by a device configured with the
+        very same ``config`` objects (profile, limits, support pipeline...), else None."""
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
                 return None
             self._entries.move_to_end(key)
+        if len(entry.config) != len(config) or any(
+            mine is not theirs for mine, theirs in zip(entry.config, config)
+        ):
+            return None
         if _data(entry.model) != _data(model) or not entry.current():
             return None
         return entry

@@ -122,9 +122,9 @@ class ModelAnalysis:
         analysis.kept = kept
         return analysis
 
-    def keep(self) -> Analysis:
+    def keep(self, config: tuple) -> Analysis:
         """This (validated) analysis' results, to be kept under the model's key."""
-        self.kept = Analysis(self.model, self.validated, self._infos, dict(self._queries))
+        self.kept = Analysis(self.model, config, self.validated, self._infos, dict(self._queries))
         return self.kept
 
     # -- the whole model ------------------------------------------------
@@ -373,7 +373,8 @@ class Device:
         key = None
         if self.analyses is not None:
             key = model_key(model, version)
-            kept = self.analyses.get(key, model) if key is not None else None
+            config = self._config()
+            kept = self.analyses.get(key, model, config) if key is not None else None
             if kept is not None:  # the same model passed every check below before
                 return ModelAnalysis.revived(model, HalVersion(version), kept)
         if not size_checked:
@@ -383,8 +384,12 @@ class Device:
             analysis.extensions = self.extensions.for_model(model)
         analysis.validate()
         if key is not None and self.analyses is not None:
-            self.analyses.put(key, analysis.keep())
+            self.analyses.put(key, analysis.keep(self._config()))
         return analysis
+
+    def _config(self) -> tuple:
+        """What the kept check results depend on besides the model (``analysis_cache``)."""
+        return (self.profile, self.limits, self.support, self.backend, self.extensions)
 
     def explainSupportedOperations(
         self, model: Model, *, version: HalVersion = HalVersion.V1_3, size_checked: bool = False

@@ -185,3 +185,11 @@ def test_a_recipe_naming_an_unknown_value_is_generated_again(validations):
     np.testing.assert_array_equal(_run(same, [1.0, 2.0]), [2.0, 3.0])
     assert "zz9" not in same.compiled.source()
     assert "zz9" not in variant[0][0]  # replaced by the one generated again
+
+
+def test_a_device_given_other_limits_checks_again(validations):
+    device = Device()
+    device.prepareModel_1_3(_add_model())
+    device.limits = dataclasses.replace(device.limits)
+    device.prepareModel_1_3(_add_model())
+    assert len(validations) == 2
