@@ -8,7 +8,8 @@ it is the operation validator handed to ``nnhal.validation.validate_model``
 (operand descriptions, each operation's HAL version) for the support decision.
 Constants are read there as zero-copy views of the model's bytes, so
 validation and support stay cheap enough to run per request; the compiler
-makes the one copy a prepared model keeps.
+decodes the values a prepared model keeps (a copy for pool data; operandValues
+bytes in place, see ``executor.operands.decode_constant``).
 
 Design choice, as in the AOSP sample "partial" drivers: preparing a model
 that has operations this device does not support fails with INVALID_ARGUMENT
@@ -183,7 +184,7 @@ class ModelAnalysis:
         """A zero-copy, read-only view of a constant's data; None = let decode_constant do it.
 
         Validation and support only read constants, so they need no copy; the
-        compiler makes the one copy a prepared model keeps. (Inline pools are
+        compiler decodes the values a prepared model keeps. (Inline pools are
         read straight from the message bytes: no mapping at all.)
         """
         info = OPERAND_TYPE_INFO.get(operand.type)

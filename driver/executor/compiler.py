@@ -47,7 +47,7 @@ class Checked:
     checks are pure functions of the descriptions and constant values; an operation an
     op package overrides is checked again). ``infos``: (subgraph, operand) -> the
     operand's description; those of operands that are not constants are reused as they
-    are (a constant's carries the compiler's own decoded copy of its value). ``proven``:
+    are (a constant's carries the compiler's own decoded value). ``proven``:
     (subgraph, operation) -> output positions ``shapes.prove_shapes`` proved for an
     identical model under the same strictness and tensor limit (None: prove them).
     """
