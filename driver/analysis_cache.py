@@ -28,10 +28,10 @@ The key covers everything the checks read:
 The device's configuration is part of the key: one cache per ``Device`` (a
 device with op packages or another backend keeps none), and an entry serves
 only while the device holds the very profile, limits, support pipeline and
-backend objects it was made with. Every
-operation's cached registry definition must still be the registry's (else
-the entry is dropped), and the shape proofs are kept per
-``NNHAL_STRICT_SHAPES`` setting and tensor limit.
+backend objects it was made with. The registry must still answer every
+operation code of the model as it did (the same definition, or still none;
+else the entry is dropped), and the shape proofs and generated texts are
+kept per ``NNHAL_STRICT_SHAPES`` setting and tensor limit.
 
 Only successes are kept: a model that fails a check is checked again next
 time. Kernels, decoded constants and generated functions are never shared:
@@ -140,15 +140,22 @@ class Analysis:
     #: (strict shapes, max tensor bytes) -> the generated functions' recipes
     #: (``compile_model(recipes=...)``: texts and closure names, never the values)
     recipes: dict = field(default_factory=dict)
+    #: operation code -> the registry's definition (None: none) when the checks ran
+    definitions: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.definitions:
+            for subgraph in (self.model.main, *self.model.referenced):
+                for operation in subgraph.operations:
+                    code = operation.type
+                    if code not in self.definitions:
+                        self.definitions[code] = registry.lookup(code)
 
     def current(self) -> bool:
-        """Every definition the checks passed with is still the registry's."""
-        main, referenced = self.model.main, self.model.referenced
-        for (number, index), definition in self.validated.items():
-            subgraph = main if number == 0 else referenced[number - 1]
-            if registry.lookup(subgraph.operations[index].type) is not definition:
-                return False
-        return True
+        """The registry still answers every operation code of the model as it did:
+        the same definition, or still none (an operation it then did not support)."""
+        lookup = registry.lookup
+        return all(lookup(code) is found for code, found in self.definitions.items())
 
 
 class AnalysisCache:

@@ -193,3 +193,14 @@ def test_a_device_given_other_limits_checks_again(validations):
     device.limits = dataclasses.replace(device.limits)
     device.prepareModel_1_3(_add_model())
     assert len(validations) == 2
+
+
+def test_an_entry_is_dropped_when_the_registry_gains_a_definition(validations, monkeypatch):
+    device = Device()
+    device.prepareModel_1_3(_add_model())
+    (kept,) = device.analyses._entries.values()
+    assert kept.definitions == {O.ADD: registry.lookup(O.ADD)}
+    kept.definitions[O.OEM_OPERATION] = None  # as if the model also had one
+    monkeypatch.setitem(registry._REGISTRY, O.OEM_OPERATION, registry.lookup(O.ADD))
+    device.prepareModel_1_3(_add_model())
+    assert len(validations) == 2
