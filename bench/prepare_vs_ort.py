@@ -7,7 +7,9 @@ and prints the median and the lowest of each, in thread CPU time and in wall
 time. CPU time shows the work done even on a loaded machine, where wall times
 mostly measure how often the process was descheduled. ``--cold`` empties the
 code cache (``nnhal.driver.executor.code_cache``) before every preparation: the
-cost of a graph's first preparation in a process.
+cost of a graph's first preparation in a process; it also empties the device's
+kept check results (``Device.analyses``, ``nnhal.driver.analysis_cache``), so
+every preparation checks the model afresh.
 
 Usage: python bench/prepare_vs_ort.py [WORKLOAD ...] [--runs N] [--cold]
 (needs the bench extra: pip install -e '.[bench]')
@@ -61,7 +63,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("workloads", nargs="*", default=[*LOOPS, *bench_models.CASES])
     parser.add_argument("--runs", type=int, default=15)
-    parser.add_argument("--cold", action="store_true", help="empty the code cache each time")
+    parser.add_argument(
+        "--cold", action="store_true", help="empty the code and analysis caches each time"
+    )
     args = parser.parse_args()
     set_threads(1)
     device = Device()
@@ -76,6 +80,8 @@ def main() -> None:
         for _ in range(args.runs):
             if args.cold:
                 code_cache.clear()
+                if device.analyses is not None:
+                    device.analyses.clear()
             for what, fn in ways.items():
                 cpu, wall = _timed(fn)
                 samples[what].append(cpu)

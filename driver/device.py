@@ -8,7 +8,8 @@ it is the operation validator handed to ``nnhal.validation.validate_model``
 (operand descriptions, each operation's HAL version) for the support decision.
 Constants are read there as zero-copy views of the model's bytes, so
 validation and support stay cheap enough to run per request; the compiler
-makes the one copy a prepared model keeps.
+decodes the values a prepared model keeps (a copy for pool data; operandValues
+bytes in place, see ``executor.operands.decode_constant``).
 
 Design choice, as in the AOSP sample "partial" drivers: preparing a model
 that has operations this device does not support fails with INVALID_ARGUMENT
@@ -29,6 +30,7 @@ import logging
 from typing import Any
 
 import numpy as np
+from nnhal.driver.analysis_cache import Analysis, AnalysisCache, model_key
 from nnhal.driver.backends import Backend, OpQuery
 from nnhal.driver.backends.reference import ReferenceBackend
 from nnhal.driver.cache import CompilationCache
@@ -36,6 +38,7 @@ from nnhal.driver.deadlines import deadline_passed
 from nnhal.driver.executor import compile_model
 from nnhal.driver.executor.compiler import Checked
 from nnhal.driver.executor.operands import map_model_pools, operand_info
+from nnhal.driver.executor.shapes import strict_shapes
 from nnhal.driver.extensions import ExtensionSet, compiling, extension_query
 from nnhal.driver.limits import (
     check_declared_tensors,
@@ -107,6 +110,23 @@ class ModelAnalysis:
         self.validated: dict[tuple[int, int], Any] = {}
         #: this model's extension prefixes resolved by the device (None: no extensions)
         self.extensions: Any = None
+        #: the check results kept for this model's key (``analysis_cache``); None: not kept
+        self.kept: Analysis | None = None
+
+    @classmethod
+    def revived(cls, model: Model, version: HalVersion, kept: Analysis) -> ModelAnalysis:
+        """The analysis of ``model``, identical to the one ``kept`` was made from."""
+        analysis = cls(model, version)
+        analysis.validated = kept.validated
+        analysis._infos = kept.infos
+        analysis._queries = dict(kept.queries)  # query_for adds to its own
+        analysis.kept = kept
+        return analysis
+
+    def keep(self, config: tuple) -> Analysis:
+        """This (validated) analysis' results, to be kept under the model's key."""
+        self.kept = Analysis(self.model, config, self.validated, self._infos, dict(self._queries))
+        return self.kept
 
     # -- the whole model ------------------------------------------------
 
@@ -164,7 +184,7 @@ class ModelAnalysis:
         """A zero-copy, read-only view of a constant's data; None = let decode_constant do it.
 
         Validation and support only read constants, so they need no copy; the
-        compiler makes the one copy a prepared model keeps. (Inline pools are
+        compiler decodes the values a prepared model keeps. (Inline pools are
         read straight from the message bytes: no mapping at all.)
         """
         info = OPERAND_TYPE_INFO.get(operand.type)
@@ -246,9 +266,13 @@ class ModelAnalysis:
             extensions=self.extensions,
         )
 
-    def checked(self) -> Checked:
-        """What this analysis established, for the compiler to reuse (compile_model)."""
-        return Checked(self.validated, self._infos)
+    def checked(self, proofs_key: tuple | None = None) -> Checked:
+        """What this analysis established, for the compiler to reuse (compile_model);
+        with the shape proofs kept for ``proofs_key`` (strict shapes, tensor limit)."""
+        proven = None
+        if self.kept is not None and proofs_key is not None:
+            proven = self.kept.proofs.get(proofs_key)
+        return Checked(self.validated, self._infos, proven)
 
     def query_for(self, number: int, index: int) -> OpQuery:
         """The backend's question for one operation (reuses the validation pass)."""
@@ -300,6 +324,11 @@ class Device:
                 memory_bytes=self.profile.limits.max_worker_memory_bytes,
             )
         self.cache = CompilationCache()
+        #: check results of models seen before (analysis_cache); only for the built-in
+        #: configuration, whose answers depend on nothing but the model
+        self.analyses: AnalysisCache | None = None
+        if type(self.backend) is ReferenceBackend and not self.extensions:
+            self.analyses = AnalysisCache()
 
     def __repr__(self) -> str:
         return f"Device(name={self.name!r}, profile source={self.profile.source!r})"
@@ -342,13 +371,26 @@ class Device:
 
         ``size_checked``: the caller has checked the model's counts against the size limits
         already (the service does, on the message, before decoding it)."""
+        key = None
+        if self.analyses is not None:
+            key = model_key(model, version)
+            config = self._config()
+            kept = self.analyses.get(key, model, config) if key is not None else None
+            if kept is not None:  # the same model passed every check below before
+                return ModelAnalysis.revived(model, HalVersion(version), kept)
         if not size_checked:
             check_model_size(self.limits, model_subgraphs(model))
         analysis = ModelAnalysis(model, version)
         if self.extensions:
             analysis.extensions = self.extensions.for_model(model)
         analysis.validate()
+        if key is not None and self.analyses is not None:
+            self.analyses.put(key, analysis.keep(self._config()))
         return analysis
+
+    def _config(self) -> tuple:
+        """What the kept check results depend on besides the model (``analysis_cache``)."""
+        return (self.profile, self.limits, self.support, self.backend, self.extensions)
 
     def explainSupportedOperations(
         self, model: Model, *, version: HalVersion = HalVersion.V1_3, size_checked: bool = False
@@ -365,6 +407,15 @@ class Device:
         )[0]
 
     def _explain(self, analysis: ModelAnalysis) -> tuple[list[bool], dict[int, str]]:
+        kept = analysis.kept
+        if kept is not None and kept.support is not None:
+            return list(kept.support[0]), dict(kept.support[1])
+        supported, reasons = self._decide(analysis)
+        if kept is not None:
+            kept.support = (list(supported), dict(reasons))
+        return supported, reasons
+
+    def _decide(self, analysis: ModelAnalysis) -> tuple[list[bool], dict[int, str]]:
         def name_of(code: int) -> str:
             return self.support.operation_name(code, analysis.extensions)
 
@@ -405,8 +456,12 @@ class Device:
         validate_execution_preference(preference)
         validate_priority(priority)
         analysis = self.analyze(model, version, size_checked=size_checked)
-        check_nesting(model, self.limits)  # INVALID_ARGUMENT: the executor cannot run it
-        check_declared_tensors(model, self.limits)  # RESOURCE_EXHAUSTED_PERSISTENT
+        kept = analysis.kept
+        if kept is None or not kept.limits_passed:
+            check_nesting(model, self.limits)  # INVALID_ARGUMENT: the executor cannot run it
+            check_declared_tensors(model, self.limits)  # RESOURCE_EXHAUSTED_PERSISTENT
+            if kept is not None:
+                kept.limits_passed = True
         supported, reasons = self._explain(analysis)
         if not all(supported):
             first = min(reasons)
@@ -422,12 +477,20 @@ class Device:
         try:
             with compiling(analysis.extensions):  # custom kernels from op packages
                 target = self.extensions.rewrite(model) if self.extensions else model
+                proofs_key = (strict_shapes(), self.limits.max_tensor_bytes)
                 compiled = compile_model(
                     target,
                     pool_views=analysis.pool_views(),
                     max_tensor_bytes=self.limits.max_tensor_bytes,
-                    checked=analysis.checked() if target is model else None,
+                    checked=analysis.checked(proofs_key) if target is model else None,
+                    recipes=(
+                        kept.recipes.setdefault(proofs_key, {})
+                        if kept is not None and target is model
+                        else None
+                    ),
                 )
+                if kept is not None and target is model:
+                    kept.proofs[proofs_key] = compiled.proofs
         except HalError:
             raise
         except MemoryError as exc:

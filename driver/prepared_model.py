@@ -301,16 +301,19 @@ class PreparedModel:
 
 
 def _inputs_needing_a_value(main) -> dict[int, str]:
-    """Main operands a request may not omit: read by an operation position that is not
+    """Main inputs a request may not omit: read by an operation position that is not
     optional (IF/WHILE and custom operations: every position), with the first such reader."""
     from nnhal.driver.ops import registry
 
+    inputs = frozenset(main.inputIndexes)  # a request gives values to these alone
     needs: dict[int, str] = {}
     for k, op in enumerate(main.operations):
+        if inputs.isdisjoint(op.inputs):
+            continue
         definition = registry.lookup(op.type)
         args = definition.inputs if definition is not None else ()
         for pos, index in enumerate(op.inputs):
-            if index in needs:
+            if index in needs or index not in inputs:
                 continue
             if definition is not None and definition.variadic:
                 tail = len(op.inputs) - (len(args) - 1)

@@ -304,8 +304,18 @@ def extension_prefix(code: int) -> int:
     return (code & 0xFFFFFFFF) >> EXTENSION_LOW_BITS_TYPE
 
 
+#: code -> name of every HAL operand type and operation: a dict lookup where the
+#: enum's call costs a microsecond (names are asked for every operation prepared)
+_TYPE_NAMES = {member.value: member.name for member in OperandType}
+_OPERATION_NAMES = {member.value: member.name for member in OperationType}
+
+
 def type_name(code: int) -> str:
     """HAL name of an operand type code, or a description of an unknown one."""
+    if type(code) is int or type(code) is OperandType:
+        name = _TYPE_NAMES.get(code)
+        if name is not None:
+            return name
     try:
         return OperandType(code).name
     except ValueError:
@@ -316,6 +326,10 @@ def type_name(code: int) -> str:
 
 def operation_name(code: int) -> str:
     """HAL name of an operation code, or a description of an unknown one."""
+    if type(code) is int or type(code) is OperationType:
+        name = _OPERATION_NAMES.get(code)
+        if name is not None:
+            return name
     try:
         return OperationType(code).name
     except ValueError:

@@ -129,10 +129,24 @@ def _build(fname: str, params: list[str], source: Source, what: str) -> tuple[Ca
         + ["        " + line for line in source.lines]
         + [f"    return {fname}"]
     )
+    return _instantiate(text, list(source.closure.values()), what), text
+
+
+def _instantiate(text: str, values: list[object], what: str) -> Callable:
+    """The function the factory of ``text`` makes from the closure ``values``."""
     filename = f"<nnhal plan {next(_counter)}: {what}>"
     namespace = dict(_GLOBALS)
     exec(compile_source(text, filename), namespace)  # noqa: S102 (our own source)
-    return namespace["_factory"](*source.closure.values()), text
+    return namespace["_factory"](*values)
+
+
+#: a closure variable bound to a step's value: kind, subgraph, operation (``Generator.bind``)
+_STEP_VALUE = re.compile(r"(c|k|t|e|g|l|shape_check)(\d+)_(\d+)")
+_FUNCTION = re.compile(r"f(\d+)")
+
+
+class _Unresolved(Exception):
+    """A closure name a recipe cannot rebind: the function is generated again."""
 
 
 class Source:
@@ -195,9 +209,14 @@ class Generator:
         checked: bool,
         specialize: bool = True,
         max_tensor_bytes: int | None = None,
+        recipes: dict[int, tuple[str, tuple[str, ...], list]] | None = None,
     ) -> None:
         self.plans = plans
         self.checked = checked
+        #: subgraph -> (text, closure names, line locations) of its function, generated
+        #: for plans of an identical model in this variant (``CompiledModel``); the
+        #: function is rebuilt from them with this model's values, and new ones added
+        self.recipes = recipes
         #: Limits.max_tensor_bytes (None: no size checks)
         self.max_tensor_bytes = max_tensor_bytes
         #: apply nnhal.driver.executor.specialize (off: every step calls its kernel)
@@ -251,6 +270,12 @@ class Generator:
     # -- one function ------------------------------------------------------
 
     def _generate(self, number: int) -> Callable:
+        recipe = self.recipes.get(number) if self.recipes is not None else None
+        if recipe is not None:
+            try:
+                return self._rebuild(number, *recipe)
+            except _Unresolved:
+                pass
         plan = self.plans[number]
         subgraph = plan.subgraph
         source = Source()
@@ -287,7 +312,55 @@ class Generator:
         fname = f"subgraph_{number}{'_checked' if self.checked else ''}"
         function, text = _build(fname, params, source, f"subgraph {number}")
         self.sources[number] = "\n\n".join([*self._chunk_sources.pop(number, []), text])
+        if self.recipes is not None and not chunked:
+            self.recipes[number] = (text, tuple(source.closure), source.locations)
         return function
+
+    def _rebuild(self, number: int, text: str, names: tuple[str, ...], locations: list) -> Callable:
+        """The function of ``number`` from a recipe: the same text, this model's values.
+
+        The text is a function of the model alone (the recipe's key says so), and a
+        closure name says which value it stands for: ``k2_5`` is the kernel of
+        operation 5 of subgraph 2, ``c0_8`` the constant operand 8 of main, and so on.
+        """
+        values = [self._closure_value(name, locations) for name in names]
+        function = _instantiate(text, values, f"subgraph {number}")
+        self.sources[number] = text
+        return function
+
+    def _closure_value(self, name: str, locations: list) -> object:
+        """The value ``name`` stands for in these plans (see ``Generator.bind``)."""
+        if name == "_locations":
+            return locations
+        found = _STEP_VALUE.fullmatch(name)
+        if found is not None:
+            kind, number, index = found.group(1), int(found.group(2)), int(found.group(3))
+            plan = self.plans[number]
+            if kind == "c":
+                return plan.constants[index]
+            step = plan.steps[index]
+            if step.index != index:
+                raise _Unresolved(name)
+            return self.bind(kind, plan, step)
+        found = _FUNCTION.fullmatch(name)
+        if found is not None:
+            return self.functions[int(found.group(1))]
+        raise _Unresolved(name)
+
+    def bind(self, kind: str, plan: SubgraphPlan, step: Step) -> object:
+        """The closure value of ``kind`` for ``step``: what ``emit_operation`` binds."""
+        if kind == "k":
+            return step.kernel
+        if kind == "l":
+            return step.late.bind
+        if kind == "g":
+            return TensorGuard(step, plan.subgraph.operands, self.max_tensor_bytes)
+        if kind == "shape_check":
+            return input_shape_check(plan, step)
+        fast = specialize.fast_fully_connected(step)
+        if fast is None:
+            raise _Unresolved(kind)
+        return fast[0] if kind == "t" else fast[1]
 
     def _emit_chunks(
         self, source: Source, plan: SubgraphPlan, number: int, defined: list[str], outputs
@@ -403,20 +476,19 @@ class Generator:
             self.emit_shape_checks(source, plan, step, [out], depth)
             return
         if step.late is not None:
-            binder = source.bind(f"l{plan.index}_{step.index}", step.late.bind)
+            binder = source.bind(f"l{plan.index}_{step.index}", self.bind("l", plan, step))
             scalars = ", ".join(namer(step.inputs[p]) for p in step.late.positions)
             call = f"{binder}({scalars})({args})"
         else:
-            kernel = source.bind(f"k{plan.index}_{step.index}", step.kernel)
+            kernel = source.bind(f"k{plan.index}_{step.index}", self.bind("k", plan, step))
             call = f"{kernel}({args})"
         outputs = [namer(i) for i in step.outputs]
         target = outputs[0] if len(outputs) == 1 else ", ".join(outputs)
         unproven = self._unproven_tensors(plan, step)
         if unproven and step.context is not None and step.context.op.prepare is not None:
-            guard = TensorGuard(step, plan.subgraph.operands, self.max_tensor_bytes)
-            name = source.bind(f"g{plan.index}_{step.index}", guard)
+            name = source.bind(f"g{plan.index}_{step.index}", self.bind("g", plan, step))
             source.line(depth, f"{name}({', '.join(namer(i) for i in step.inputs)})")
-        check = input_shape_check(plan, step)
+        check = self.bind("shape_check", plan, step)
         if check is not None:
             source.line(
                 depth, f"{source.bind(f'shape_check{plan.index}_{step.index}', check)}({args})"

@@ -47,11 +47,14 @@ class Checked:
     checks are pure functions of the descriptions and constant values; an operation an
     op package overrides is checked again). ``infos``: (subgraph, operand) -> the
     operand's description; those of operands that are not constants are reused as they
-    are (a constant's carries the compiler's own decoded copy of its value).
+    are (a constant's carries the compiler's own decoded value). ``proven``:
+    (subgraph, operation) -> output positions ``shapes.prove_shapes`` proved for an
+    identical model under the same strictness and tensor limit (None: prove them).
     """
 
     definitions: Mapping[tuple[int, int], object] = field(default_factory=dict)
     infos: Mapping[tuple[int, int], OperandInfo] = field(default_factory=dict)
+    proven: Mapping[tuple[int, int], frozenset[int]] | None = None
 
 
 def subgraph_at(model: Model, number: int) -> Subgraph:

@@ -22,7 +22,7 @@ from nnhal.driver.executor.codegen import Generator
 from nnhal.driver.executor.compiler import Checked, compile_plans, output_dtypes
 from nnhal.driver.executor.operands import map_model_pools
 from nnhal.driver.executor.plan import SubgraphPlan
-from nnhal.driver.executor.shapes import prove_shapes
+from nnhal.driver.executor.shapes import apply_proofs, prove_shapes
 from nnhal.driver.limits import out_of_memory
 
 from nnhal.errors import GeneralFailure, HalError, InvalidArgument
@@ -77,6 +77,7 @@ def compile_model(
     specialize: bool = True,
     max_tensor_bytes: int | None = None,
     checked: Checked | None = None,
+    recipes: dict | None = None,
 ) -> CompiledModel:
     """Compile an already validated model (``specialize=False``: no ``specialize`` patterns).
 
@@ -86,20 +87,30 @@ def compile_model(
     RESOURCE_EXHAUSTED_PERSISTENT now, the others are checked at run time
     (``tensor_guard``). ``checked``: what the device's analysis of this very model
     established (``compiler.Checked``: the operations whose checks passed, and the
-    operand descriptions), reused rather than made again.
+    operand descriptions), reused rather than made again. ``recipes``: where the
+    generated functions' texts are kept for an identical model compiled alike (the
+    caller's store, keyed by the variant: see ``CompiledModel``); None: none kept.
     """
     if pool_views is None:
         pool_views = map_model_pools(model)
     try:
         plans = compile_plans(model, pool_views, checked)
-        prove_shapes(plans, max_tensor_bytes)
+        if checked is not None and checked.proven is not None:
+            proofs = checked.proven
+            apply_proofs(plans, proofs)
+        else:
+            proofs = prove_shapes(plans, max_tensor_bytes)
     except HalError:
         raise
     except MemoryError as exc:
         raise out_of_memory("compilation", exc) from exc
     except Exception as exc:  # a malformed model the validator let through
         raise GeneralFailure(f"cannot compile model: {type(exc).__name__}: {exc}") from exc
-    return CompiledModel(model, plans, specialize=specialize, max_tensor_bytes=max_tensor_bytes)
+    compiled = CompiledModel(
+        model, plans, specialize=specialize, max_tensor_bytes=max_tensor_bytes, recipes=recipes
+    )
+    compiled.proofs = proofs
+    return compiled
 
 
 class CompiledModel:
@@ -112,16 +123,25 @@ class CompiledModel:
         *,
         specialize: bool = True,
         max_tensor_bytes: int | None = None,
+        recipes: dict | None = None,
     ) -> None:
         self.model = model
         self.plans = plans
+        #: (subgraph, operation) -> the output positions whose shapes were proven
+        self.proofs: dict[tuple[int, int], frozenset[int]] = {}
         self._specialize = specialize
         self._max_tensor_bytes = max_tensor_bytes
         self._n_inputs = len(model.main.inputIndexes)
         self._dtypes = output_dtypes(model)
         self._lock = threading.Lock()
+        #: (checked, specialize) -> {subgraph: recipe} (``Generator.recipes``), or None
+        self._recipes = recipes
         self._unchecked = Generator(
-            plans, checked=False, specialize=specialize, max_tensor_bytes=max_tensor_bytes
+            plans,
+            checked=False,
+            specialize=specialize,
+            max_tensor_bytes=max_tensor_bytes,
+            recipes=self._variant(False),
         )
         self._checked: Generator | None = None
         try:
@@ -131,6 +151,11 @@ class CompiledModel:
         except Exception as exc:  # generated code that does not compile: our bug
             raise GeneralFailure(f"cannot generate code: {type(exc).__name__}: {exc}") from exc
         self._main_checked: Callable | None = None
+
+    def _variant(self, checked: bool) -> dict | None:
+        if self._recipes is None:
+            return None
+        return self._recipes.setdefault((checked, self._specialize), {})
 
     def _checked_main(self) -> Callable:
         main = self._main_checked  # built once, then read without the lock on every run
@@ -143,6 +168,7 @@ class CompiledModel:
                     checked=True,
                     specialize=self._specialize,
                     max_tensor_bytes=self._max_tensor_bytes,
+                    recipes=self._variant(True),
                 )
                 self._main_checked = self._checked.function(0)
             return self._main_checked

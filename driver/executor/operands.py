@@ -43,7 +43,11 @@ def is_constant(operand: Operand) -> bool:
 def decode_constant(model: Model, operand: Operand, pool_views: list[memoryview]) -> np.ndarray:
     """The value of a constant operand as a read-only numpy array.
 
-    The data is copied out of the model (so the array outlives the pools).
+    The data is copied out of the pools (so the array outlives them). Values in
+    ``Model.operandValues`` given as ``bytes``, which nothing can change, are
+    read in place when aligned for their dtype: the array keeps those bytes
+    alive, as the prepared model holding the model does anyway, and copying
+    the weights had been a tenth of preparing a 100-step LSTM again.
     Scalars give 0-d arrays; BOOL / TENSOR_BOOL8 give numpy bool (any non-zero
     byte is true); types without a numpy dtype (extensions, OEM) give raw uint8.
     """
@@ -68,9 +72,18 @@ def decode_constant(model: Model, operand: Operand, pool_views: list[memoryview]
             f"constant at offset {loc.offset} length {loc.length} is outside {where} "
             f"({len(source)} bytes)"
         )
+    info = OPERAND_TYPE_INFO.get(operand.type)
+    if (
+        type(source) is bytes
+        and info is not None
+        and info.dtype is not None
+        and operand.type not in _BOOL_TYPES
+    ):
+        in_place = _read_in_place(source, operand, info, loc.offset, loc.length)
+        if in_place is not None:
+            return in_place
     raw = bytes(source[loc.offset : loc.offset + loc.length])
 
-    info = OPERAND_TYPE_INFO.get(operand.type)
     if info is None or info.dtype is None:
         value = np.frombuffer(raw, dtype=np.uint8).copy()
     else:
@@ -91,6 +104,21 @@ def decode_constant(model: Model, operand: Operand, pool_views: list[memoryview]
     # Constants are shared by every execution: nobody may write into them.
     value.flags.writeable = False
     return value
+
+
+def _read_in_place(
+    source: bytes, operand: Operand, info, offset: int, length: int
+) -> np.ndarray | None:
+    """A read-only view of immutable bytes, or None (wrong length: the caller's error;
+    misaligned: the caller's copy)."""
+    shape = () if info.is_scalar else tuple(operand.dimensions)
+    count = element_count(shape)
+    if count * info.byte_size != length:
+        return None
+    value = np.frombuffer(source, dtype=info.dtype, count=count, offset=offset)
+    if not value.flags.aligned:
+        return None
+    return value.reshape(shape)  # read-only already: bytes cannot be written
 
 
 def operand_info(

@@ -211,8 +211,11 @@ class _Inference:
         return [_known(s) for s in shapes or []]
 
 
-def prove_shapes(plans: dict[int, SubgraphPlan], max_tensor_bytes: int | None = None) -> None:
-    """Set ``Step.proven`` on every step of ``plans`` (nothing proven when strict).
+def prove_shapes(
+    plans: dict[int, SubgraphPlan], max_tensor_bytes: int | None = None
+) -> dict[tuple[int, int], frozenset[int]]:
+    """Set ``Step.proven`` on every step of ``plans`` (nothing proven when strict);
+    returns what it set, (subgraph, operation) -> positions (``apply_proofs``).
 
     Raises the InvalidArgument of an operation whose ``prepare`` rejects the
     shapes it is certain to get (e.g. inputs that cannot be broadcast), and
@@ -225,7 +228,16 @@ def prove_shapes(plans: dict[int, SubgraphPlan], max_tensor_bytes: int | None = 
     if max_tensor_bytes is not None:
         check_proven(plans, inference.static, max_tensor_bytes)
     if strict_shapes():
-        return
+        return {}
+    apply_proofs(plans, inference.proven)
+    return inference.proven
+
+
+def apply_proofs(
+    plans: dict[int, SubgraphPlan], proven: dict[tuple[int, int], frozenset[int]]
+) -> None:
+    """Set ``Step.proven`` from proofs made for plans of an identical model."""
+    empty: frozenset[int] = frozenset()
     for number, plan in plans.items():
         for step in plan.steps:
-            step.proven = inference.proven.get((number, step.index), frozenset())
+            step.proven = proven.get((number, step.index), empty)

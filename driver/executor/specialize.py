@@ -25,7 +25,9 @@ exact fallback:
   ``np.matmul``'s dispatch cost on tiny operands (0.44 µs against 1.27 µs
   for [1,2]x[2,2]) and computes bit-identical results. An all-zero bias is
   not added, so a result of -0.0 keeps its sign (the generic kernel's
-  ``+= 0`` turns it into +0.0; both compare equal).
+  ``+= 0`` turns it into +0.0; both compare equal). The bias is kept as
+  ``[1, units]``: numpy adds operands of one shape without its broadcasting
+  machinery, a third of the cost at batch 1.
 - **Counter arithmetic** (``scalar_steps``): in a counter loop, ADD/SUB/MUL,
   DIV by a nonzero constant and comparisons of int32 [1] values derived from
   the counter run on Python ints (int32 wrap-around kept); an IF whose
@@ -235,7 +237,11 @@ def _fast_fully_connected(step: Step) -> tuple[np.ndarray, np.ndarray | None] | 
     wt = fully_connected.transposed_weights(w.value)
     if wt.flags.owndata:
         wt.flags.writeable = False
-    bias = b.value.astype(np.float32)
+    # [1, units], the rank of the product: added to a [1, units] product the operands
+    # have one shape and numpy takes its contiguous loop (0.18 µs, where the [units]
+    # vector's broadcast costs 0.63 µs); for larger batches it broadcasts as before
+    bias = b.value.astype(np.float32).reshape(1, -1)
+    bias.flags.writeable = False
     return wt, (None if not bias.any() else bias)
 
 

@@ -194,6 +194,50 @@ def fuse_float_activation(
     return clamp
 
 
+def one_element_as_scalar(
+    ctx: OpContext, fn: Callable[[np.ndarray, np.ndarray], np.ndarray]
+) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """``fn`` (a broadcasting binary operation) handed a ``[1]`` operand as a 0-d view,
+    when the other operand is declared with several elements (or an unknown axis).
+
+    numpy broadcasts a ``[1]`` array against a larger one through its general
+    iterator (0.74 µs for 1024 int32 values); a 0-d operand takes its scalar loop
+    (0.35 µs, 0.56 with this wrapper). The result is the same array: against an
+    operand of rank >= 1 the shapes ``[1]`` and ``()`` broadcast alike, and a 0-d
+    array keeps its dtype (a Python scalar would not). Any other runtime shape is
+    handed over as it is. Operands declared otherwise get ``fn`` itself.
+    """
+    a, b = ctx.inputs[0].dimensions, ctx.inputs[1].dimensions
+    if a is None or b is None:
+        return fn
+    one, scalar = (1,), ()
+    if b == one and _several(a):
+
+        def right(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+            return fn(x, y.reshape(scalar) if y.shape == one else y)
+
+        return right
+    if a == one and _several(b):
+
+        def left(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+            return fn(x.reshape(scalar) if x.shape == one else x, y)
+
+        return left
+    return fn
+
+
+def _several(dims: tuple[int, ...]) -> bool:
+    """Declared with rank >= 1 and more than one element, or an unknown axis."""
+    if not dims:
+        return False
+    count = 1
+    for d in dims:
+        if d == 0:
+            return True
+        count *= d
+    return count > 1
+
+
 def runtime_failure(ctx: OpContext, message: str) -> GeneralFailure:
     """A GENERAL_FAILURE raised by a kernel (a run-time shape or value is invalid)."""
     prefix = f"{ctx.name} ({ctx.where})" if ctx.where else ctx.name

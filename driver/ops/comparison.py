@@ -13,7 +13,12 @@ from collections.abc import Callable
 
 import numpy as np
 from nnhal.driver.ops import quant
-from nnhal.driver.ops._operand_rules import BOOL8, QUANT8, broadcast_shape
+from nnhal.driver.ops._operand_rules import (
+    BOOL8,
+    QUANT8,
+    broadcast_shape,
+    one_element_as_scalar,
+)
 from nnhal.driver.ops.quant import QuantParams, quant_params
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
@@ -47,7 +52,8 @@ def compare(op_type: OperationType, ufunc: np.ufunc) -> OperationDef:
 
     def execute(ctx: OpContext) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
         if ctx.primary_type not in QUANT8:
-            return ufunc  # numpy compares float16, int32 and bool natively
+            # numpy compares float16, int32 and bool natively
+            return one_element_as_scalar(ctx, ufunc)
         table = _table(ufunc, quant_params(ctx.inputs[0]), quant_params(ctx.inputs[1]))
 
         def kernel(x: np.ndarray, y: np.ndarray) -> np.ndarray:

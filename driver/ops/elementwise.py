@@ -23,6 +23,7 @@ from nnhal.driver.ops._operand_rules import (
     check_activation,
     check_rank,
     fuse_float_activation,
+    one_element_as_scalar,
 )
 from nnhal.driver.ops.quant import QuantParams, quant_params
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
@@ -122,8 +123,8 @@ def binary_broadcast(
         if t == _T.TENSOR_INT32:
             if activation:
                 raise ctx.fail("input 2 (activation) must be NONE (0) with TENSOR_INT32")
-            return int_fn
-        return fuse_float_activation(numeric, activation)
+            return one_element_as_scalar(ctx, int_fn)
+        return fuse_float_activation(one_element_as_scalar(ctx, numeric), activation)
 
     return register(
         OperationDef(

@@ -25,7 +25,20 @@ def _prepare(ctx: OpContext) -> list[Shape]:
     return [same_shape(ctx, 0, 1, 2)]
 
 
+def _masked(condition: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.where(condition, a, b)`` for operands of one shape: a copy of ``b`` with
+    ``a`` put where the condition holds. For 4-byte values numpy's putmask is faster
+    than its where at every size measured (1 to 2**20 values: 0.46 against 0.66 µs
+    for one value, 0.92 against 1.24 µs for 1024, 3.7 against 3.9 ms for 2**20); for
+    2- and 1-byte values it is slower on large arrays, so those keep ``np.where``."""
+    out = b.copy()
+    np.putmask(out, condition, a)
+    return out
+
+
 def _execute(ctx: OpContext) -> Callable[..., np.ndarray]:
+    if ctx.primary_type in (_T.TENSOR_FLOAT32, _T.TENSOR_INT32):
+        return _masked
     if ctx.primary_type not in QUANT8:
         return np.where
     out = ctx.outputs[0]

@@ -349,8 +349,8 @@ def _gather_execute(ctx: OpContext) -> Callable[[np.ndarray, np.ndarray], np.nda
 
     def dynamic(x: np.ndarray, i: np.ndarray) -> np.ndarray:
         if first_axis and i.shape == (1,):
-            k = int(i[0])
-            if 0 <= k < x.shape[0]:
+            k = i.item()  # a Python int without the numpy scalar int(i[0]) makes first
+            if 0 <= k < len(x):
                 return x[k : k + 1].copy()
         if not -x.ndim <= raw_axis < x.ndim:
             raise runtime_failure(ctx, f"input 1 (axis) {raw_axis} is out of range")

@@ -1,0 +1,205 @@
+"""What a device's checks established about a model, kept under a key covering the whole model.
+
+Preparing a small model is mostly checking it: the structural validation
+(``nnhal.validation``), every operation's registry checks, the support
+decision, the nesting and declared-size limits and the executor's shape
+proofs. Each is a pure function of the model, the device's fixed
+configuration (profile, limits, the reference backend, no op packages) and
+the registry's definitions, so an ``AnalysisCache`` keeps their results per
+device and hands them back when an *identical* model comes again (a client
+preparing the same model twice, each gRPC call decoding it anew).
+
+The key covers everything the checks read:
+
+- the model's structure, pickled as tuples of its fields (``model_key``):
+  every operand field, operation, input and output list, the relaxed-float
+  flag, the HAL version the model was given as. Pickle writes ints, bools
+  and floats with distinct codes, floats bit for bit, and the class of any
+  other object (a numpy integer, an int subclass), so a model whose fields
+  only *compare* equal to another's (``1.0 == 1``, ``-0.0 == 0.0``,
+  ``np.int32(0) == 0``) has another key: the checks that look at types see
+  it afresh. (``marshal`` would be as fast but writes any buffer, a numpy
+  scalar included, as plain bytes.);
+- the constant data: ``operandValues`` and inline pools, compared byte for
+  byte against the entry's (no hash of megabytes of weights). Models with
+  shared-memory or token pools (contents outside the message) or extension
+  prefixes are never cached.
+
+The device's configuration is part of the key: one cache per ``Device`` (a
+device with op packages or another backend keeps none), and an entry serves
+only while the device holds the very profile, limits, support pipeline and
+backend objects it was made with. The registry must still answer every
+operation code of the model as it did (the same definition, or still none;
+else the entry is dropped), and the shape proofs and generated texts are
+kept per ``NNHAL_STRICT_SHAPES`` setting and tensor limit.
+
+Only successes are kept: a model that fails a check is checked again next
+time. Kernels, decoded constants and generated functions are never shared:
+each prepared model binds its own. What an entry keeps of the code generator
+is the text of each generated function and the names of its closure
+variables (``Generator.recipes``): the text depends on the model alone, and
+each name says which of the new prepared model's values it stands for.
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+from nnhal.driver.ops import registry
+
+from nnhal.types import InlineMemory, Model, OperandLifeTime, SymmPerChannelQuantParams
+
+#: entries kept per device, least recently used dropped first
+MAX_ENTRIES = 64
+#: bytes of constant data the entries may hold in all (each entry keeps its model alive)
+MAX_BYTES = 64 << 20
+#: a model with more constant data is not kept (its checks are a small share of preparing it)
+MAX_MODEL_BYTES = 8 << 20
+
+_LIFETIME = OperandLifeTime
+_CHANNEL_QUANT = SymmPerChannelQuantParams
+
+
+def model_key(model: Model, version: int) -> bytes | None:
+    """The model's structure as bytes, or None when it cannot be keyed exactly.
+
+    None for models with pools other than inline bytes, extension prefixes,
+    or operand lifetimes and extra parameters of unexpected types.
+    """
+    if model.extensionNameToPrefix or type(model.operandValues) is not bytes:
+        return None
+    for pool in model.pools:
+        if type(pool) is not InlineMemory or type(pool.data) is not bytes:
+            return None
+    relaxed = model.relaxComputationFloat32toFloat16
+    if type(relaxed) is not bool:
+        return None
+    parts: list[Any] = [int(version), relaxed]
+    append = parts.append
+    for subgraph in (model.main, *model.referenced):
+        for operand in subgraph.operands:
+            lifetime = operand.lifetime
+            if type(lifetime) is not _LIFETIME:
+                return None
+            extra = operand.extraParams
+            if extra is not None and type(extra) is not bytes:
+                if type(extra) is not _CHANNEL_QUANT:
+                    return None
+                extra = (extra.scales, extra.channelDim)
+            loc = operand.location
+            append(
+                (
+                    operand.type,
+                    operand.dimensions,
+                    operand.numberOfConsumers,
+                    operand.scale,
+                    operand.zeroPoint,
+                    lifetime._value_,
+                    loc.poolIndex,
+                    loc.offset,
+                    loc.length,
+                    extra,
+                )
+            )
+        # the operation count separates one subgraph's operands from the next one's
+        append(tuple([(op.type, op.inputs, op.outputs) for op in subgraph.operations]))
+        append((subgraph.inputIndexes, subgraph.outputIndexes))
+    try:
+        return pickle.dumps(parts, 5)
+    except Exception:  # noqa: BLE001  (a field that cannot be pickled: not keyed)
+        return None
+
+
+def _data(model: Model) -> tuple[bytes, ...]:
+    return (model.operandValues, *(pool.data for pool in model.pools))
+
+
+@dataclass
+class Analysis:
+    """One model's check results (filled in as the checks pass)."""
+
+    model: Model
+    #: the device's configuration objects the results were found with (``AnalysisCache``)
+    config: tuple
+    #: (subgraph, operation) -> the registry definition its checks passed with
+    validated: dict
+    #: (subgraph, operand) -> OperandInfo (constants': views of ``model``'s bytes)
+    infos: dict
+    #: (subgraph, operation) -> the support question asked (OpQuery)
+    queries: dict
+    #: (supported, reasons) of getSupportedOperations, once decided
+    support: tuple[list[bool], dict[int, str]] | None = None
+    #: the nesting and declared tensor size limits passed
+    limits_passed: bool = False
+    #: (strict shapes, max tensor bytes) -> {(subgraph, operation): proven output positions}
+    proofs: dict = field(default_factory=dict)
+    #: (strict shapes, max tensor bytes) -> the generated functions' recipes
+    #: (``compile_model(recipes=...)``: texts and closure names, never the values)
+    recipes: dict = field(default_factory=dict)
+    #: operation code -> the registry's definition (None: none) when the checks ran
+    definitions: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.definitions:
+            for subgraph in (self.model.main, *self.model.referenced):
+                for operation in subgraph.operations:
+                    code = operation.type
+                    if code not in self.definitions:
+                        self.definitions[code] = registry.lookup(code)
+
+    def current(self) -> bool:
+        """The registry still answers every operation code of the model as it did:
+        the same definition, or still none (an operation it then did not support)."""
+        lookup = registry.lookup
+        return all(lookup(code) is found for code, found in self.definitions.items())
+
+
+class AnalysisCache:
+    """Check results of models seen by one device (thread-safe; see the module doc)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[bytes, Analysis] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, key: bytes, model: Model, config: tuple) -> Analysis | None:
+        """The entry of an identical model seen before by a device configured with the
+        very same ``config`` objects (profile, limits, support pipeline...), else None."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None:
+                return None
+            self._entries.move_to_end(key)
+        if len(entry.config) != len(config) or any(
+            mine is not theirs for mine, theirs in zip(entry.config, config)
+        ):
+            return None
+        if _data(entry.model) != _data(model) or not entry.current():
+            return None
+        return entry
+
+    def put(self, key: bytes, entry: Analysis) -> None:
+        size = sum(len(data) for data in _data(entry.model))
+        if size > MAX_MODEL_BYTES:
+            return
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._bytes -= sum(len(data) for data in _data(old.model))
+            self._entries[key] = entry
+            self._bytes += size
+            while len(self._entries) > MAX_ENTRIES or self._bytes > MAX_BYTES:
+                _, dropped = self._entries.popitem(last=False)
+                self._bytes -= sum(len(data) for data in _data(dropped.model))
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)

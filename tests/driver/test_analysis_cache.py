@@ -1,0 +1,206 @@
+"""Check results kept per device under a key covering the whole model (driver/analysis_cache.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from nnhal.driver import analysis_cache
+from nnhal.driver import device as device_module
+from nnhal.driver.analysis_cache import model_key
+from nnhal.driver.backends.reference import ReferenceBackend
+from nnhal.driver.device import Device
+from nnhal.driver.executor.shapes import prove_shapes
+from nnhal.driver.ops import registry
+
+from nnhal.builder import ModelBuilder
+from nnhal.errors import InvalidArgument
+from nnhal.types import OperandType as T
+from nnhal.types import OperationType as O
+from nnhal.types import Subgraph
+
+F32 = T.TENSOR_FLOAT32
+
+
+def _add_model(addend: float = 1.0, activation: int = 0):
+    """y = x + [addend, addend] with the given fused activation."""
+    mb = ModelBuilder()
+    g = mb.main
+    x = g.input(F32, [2])
+    y = g.output(F32, [2])
+    g.operation(O.ADD, [x, g.constant(F32, [addend, addend]), g.constant(T.INT32, activation)], [y])
+    return mb.build()
+
+
+@pytest.fixture
+def validations(monkeypatch):
+    """Counts the structural validations the device runs."""
+    calls = []
+    real = device_module.validate_model
+
+    def counting(model, **kwargs):
+        calls.append(model)
+        return real(model, **kwargs)
+
+    monkeypatch.setattr(device_module, "validate_model", counting)
+    return calls
+
+
+def _run(prepared, values):
+    return prepared.compiled.run([np.array(values, np.float32)])[0]
+
+
+def test_an_identical_model_is_not_checked_again_and_runs_on_its_own_constants(validations):
+    device = Device()
+    first = device.prepareModel_1_3(_add_model(2.0))
+    again = device.prepareModel_1_3(_add_model(2.0))  # another object, the same content
+    assert len(validations) == 1 and len(device.analyses) == 1
+    assert again.compiled is not first.compiled
+    np.testing.assert_array_equal(_run(again, [1.0, -1.0]), [3.0, 1.0])
+    assert device.getSupportedOperations_1_3(_add_model(2.0)) == [True]
+    assert len(validations) == 1
+
+
+def test_other_constants_are_checked_again(validations):
+    device = Device()
+    device.prepareModel_1_3(_add_model(2.0, activation=0))
+    other = device.prepareModel_1_3(_add_model(5.0, activation=0))
+    assert len(validations) == 2
+    np.testing.assert_array_equal(_run(other, [1.0, -1.0]), [6.0, 4.0])
+    # the same structure with an invalid activation code is refused, not taken from the cache
+    with pytest.raises(InvalidArgument, match="activation"):
+        device.prepareModel_1_3(_add_model(5.0, activation=9))
+    assert len(validations) == 3
+
+
+def test_a_refused_model_is_not_kept(validations):
+    device = Device()
+    for _ in range(2):
+        with pytest.raises(InvalidArgument):
+            device.prepareModel_1_3(_add_model(1.0, activation=9))
+    assert len(validations) == 2 and len(device.analyses) == 0
+
+
+def _with_operand(model, index: int, **changes):
+    main = model.main
+    operands = list(main.operands)
+    operands[index] = dataclasses.replace(operands[index], **changes)
+    return dataclasses.replace(model, main=dataclasses.replace(main, operands=tuple(operands)))
+
+
+def test_fields_that_only_compare_equal_give_another_key_or_none():
+    model = _add_model()
+    key = model_key(model, 3)
+    assert key is not None and key == model_key(_add_model(), 3)
+    assert model_key(model, 2) != key  # the HAL version the model was given as
+    assert model_key(_with_operand(model, 0, scale=-0.0), 3) != key  # -0.0 == 0.0
+    assert model_key(_with_operand(model, 0, zeroPoint=False), 3) != key  # False == 0
+    assert model_key(_with_operand(model, 0, zeroPoint=np.int32(0)), 3) != key
+    assert model_key(_with_operand(model, 0, zeroPoint=np.int32(0)), 3) != model_key(
+        _with_operand(model, 0, zeroPoint=np.float32(0)), 3
+    )
+    assert model_key(_with_operand(model, 0, lifetime=0), 3) is None  # not the enum
+    first = model.main.operations[0]
+    moved = dataclasses.replace(first, inputs=(0.0, *first.inputs[1:]))
+    odd = dataclasses.replace(model, main=dataclasses.replace(model.main, operations=(moved,)))
+    assert model_key(odd, 3) != key  # 0.0 == 0, but validation refuses a float index
+
+
+def test_operands_of_one_subgraph_are_not_confused_with_the_next():
+    model = _add_model()
+    empty = Subgraph(operands=(), operations=(), inputIndexes=(), outputIndexes=())
+    assert model_key(dataclasses.replace(model, referenced=(empty,)), 3) != model_key(model, 3)
+
+
+def test_an_entry_whose_definition_left_the_registry_is_dropped(validations, monkeypatch):
+    device = Device()
+    device.prepareModel_1_3(_add_model())
+    add = registry.lookup(O.ADD)
+    monkeypatch.setitem(registry._REGISTRY, O.ADD, dataclasses.replace(add))
+    device.prepareModel_1_3(_add_model())
+    assert len(validations) == 2
+
+
+def test_kept_shape_proofs_are_the_ones_proven(monkeypatch):
+    device = Device()
+    first = device.prepareModel_1_3(_add_model())
+    again = device.prepareModel_1_3(_add_model())
+    fresh = prove_shapes(again.compiled.plans, device.limits.max_tensor_bytes)
+    assert again.compiled.proofs is first.compiled.proofs and fresh == first.compiled.proofs
+    monkeypatch.setenv("NNHAL_STRICT_SHAPES", "1")  # another key: proven again, nothing
+    strict = device.prepareModel_1_3(_add_model())
+    assert strict.compiled.proofs == {}
+    assert all(not s.proven for p in strict.compiled.plans.values() for s in p.steps)
+
+
+def test_only_the_builtin_configuration_keeps_results(monkeypatch):
+    class Backend(ReferenceBackend):
+        pass
+
+    assert Device(backend=Backend()).analyses is None
+    monkeypatch.setattr(analysis_cache, "MAX_MODEL_BYTES", 4)
+    device = Device()
+    device.prepareModel_1_3(_add_model())  # 8 bytes of constants
+    assert len(device.analyses) == 0
+
+
+def _closure_ids(function) -> set[int]:
+    return {id(cell.cell_contents) for cell in function.__closure__ or ()}
+
+
+@pytest.mark.parametrize("name", ["greedy", "parity"])
+def test_generated_functions_are_rebuilt_with_the_new_models_own_values(name):
+    from nnhal.tools.bench_workloads import suite
+
+    workload = suite([name])[0]
+    device = Device()
+    first = device.prepareModel_1_3(workload.model)
+    again = device.prepareModel_1_3(suite([name])[0].model)  # decoded anew: other objects
+    assert len(device.analyses) == 1
+    for checked in (False, True):  # the deadline variant is generated on demand
+        assert again.compiled.source(checked=checked) == first.compiled.source(checked=checked)
+    cells = _closure_ids(again.compiled._main)
+    own = {id(v) for p in again.compiled.plans.values() for v in p.constants.values()}
+    theirs = {id(v) for p in first.compiled.plans.values() for v in p.constants.values()}
+    assert cells & own and not cells & theirs
+    inputs = workload.inputs(workload.trips[0])
+    expected = workload.numpy(inputs)
+    for deadline in (None, 2**62):
+        outputs = again.compiled.run(inputs, deadline_ns=deadline)
+        for got, want in zip(outputs, expected):
+            np.testing.assert_allclose(got, want, rtol=workload.rtol, atol=workload.atol)
+
+
+def test_a_recipe_naming_an_unknown_value_is_generated_again(validations):
+    device = Device()
+    device.prepareModel_1_3(_add_model())
+    (kept,) = device.analyses._entries.values()
+    (recipes,) = kept.recipes.values()
+    (variant,) = recipes.values()
+    text, names, locations = variant[0]
+    variant[0] = (text.replace("_factory(", "_factory(zz9, ", 1), ("zz9", *names), locations)
+    same = device.prepareModel_1_3(_add_model())  # a hit, but the recipe is not usable
+    assert len(validations) == 1
+    np.testing.assert_array_equal(_run(same, [1.0, 2.0]), [2.0, 3.0])
+    assert "zz9" not in same.compiled.source()
+    assert "zz9" not in variant[0][0]  # replaced by the one generated again
+
+
+def test_a_device_given_other_limits_checks_again(validations):
+    device = Device()
+    device.prepareModel_1_3(_add_model())
+    device.limits = dataclasses.replace(device.limits)
+    device.prepareModel_1_3(_add_model())
+    assert len(validations) == 2
+
+
+def test_an_entry_is_dropped_when_the_registry_gains_a_definition(validations, monkeypatch):
+    device = Device()
+    device.prepareModel_1_3(_add_model())
+    (kept,) = device.analyses._entries.values()
+    assert kept.definitions == {O.ADD: registry.lookup(O.ADD)}
+    kept.definitions[O.OEM_OPERATION] = None  # as if the model also had one
+    monkeypatch.setitem(registry._REGISTRY, O.OEM_OPERATION, registry.lookup(O.ADD))
+    device.prepareModel_1_3(_add_model())
+    assert len(validations) == 2
