@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import grpc
+from nnhal.driver.executor.code_cache import reset_owner, set_owner
 from nnhal.driver.faults import FaultSet, insufficient, model_operations
 from nnhal.driver.fences import Fence, FencedExecution
 from nnhal.driver.limits import check_model_size, limits_of, message_subgraphs
@@ -450,7 +451,15 @@ class HalMethod:
                     # the one model-size check of a call: before decoding, so that a huge
                     # model is not built in memory first (the device is told it was done)
                     check_model_size(state.limits, message_subgraphs(request.model))
-            reply = self.body(servicer, call, request)
+            if self.model and call is not None:
+                # what is kept to prepare faster is this client's alone (code_cache)
+                owner = set_owner(call.caller)
+                try:
+                    reply = self.body(servicer, call, request)
+                finally:
+                    reset_owner(owner)
+            else:
+                reply = self.body(servicer, call, request)
             if latency_us:
                 _add_latency(reply, latency_us)
         except HalError as exc:

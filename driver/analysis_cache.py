@@ -33,6 +33,13 @@ operation code of the model as it did (the same definition, or still none;
 else the entry is dropped), and the shape proofs and generated texts are
 kept per ``NNHAL_STRICT_SHAPES`` setting and tensor limit.
 
+Entries are per client: the service names the client of a model-carrying
+call (``code_cache.set_owner``: the call's session or peer) and the key
+starts with it, so
+a client never gets another client's entry, nor learns from the time of a
+preparation that someone else prepared the same model. In-process callers
+(no service) share the owner None.
+
 Only successes are kept: a model that fails a check is checked again next
 time. Kernels, decoded constants and generated functions are never shared:
 each prepared model binds its own. What an entry keeps of the code generator
@@ -49,6 +56,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from nnhal.driver.executor.code_cache import owner
 from nnhal.driver.ops import registry
 
 from nnhal.types import InlineMemory, Model, OperandLifeTime, SymmPerChannelQuantParams
@@ -62,6 +70,7 @@ MAX_MODEL_BYTES = 8 << 20
 
 _LIFETIME = OperandLifeTime
 _CHANNEL_QUANT = SymmPerChannelQuantParams
+
 
 
 def model_key(model: Model, version: int) -> bytes | None:
@@ -78,7 +87,7 @@ def model_key(model: Model, version: int) -> bytes | None:
     relaxed = model.relaxComputationFloat32toFloat16
     if type(relaxed) is not bool:
         return None
-    parts: list[Any] = [int(version), relaxed]
+    parts: list[Any] = [owner(), int(version), relaxed]
     append = parts.append
     for subgraph in (model.main, *model.referenced):
         for operand in subgraph.operands:

@@ -8,13 +8,17 @@ weights, reuses it. CPython's ``compile`` was the largest single cost of
 preparing a small model (0.15 to 0.5 ms of a 1 to 2 ms preparation).
 
 The cache is keyed by the whole text (never a hash of it: a collision would run
-the wrong code) and bounded in entries and in characters held; the least
-recently used entries go first. A text longer than ``MAX_TEXT`` is compiled and
+the wrong code) and by the client preparing (``set_owner``: the service names
+the caller of each model-carrying call; in-process callers are None), so a
+client never learns from the time of its preparation that another one
+prepared a model of the same graph. It is bounded in entries and in characters
+held; the least recently used entries go first. A text longer than ``MAX_TEXT`` is compiled and
 not kept (the chunks of a huge model would only evict everything else).
 """
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections import OrderedDict
 from types import CodeType
@@ -27,8 +31,29 @@ MAX_CHARS = 4_000_000
 MAX_TEXT = 200_000
 
 _lock = threading.Lock()
-_codes: OrderedDict[str, CodeType] = OrderedDict()
+_codes: OrderedDict[tuple[str | None, str], CodeType] = OrderedDict()
 _chars = 0
+
+#: the client whose model is being prepared in this context (None: in-process)
+_OWNER: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "nnhal_preparing_owner", default=None
+)
+
+
+def set_owner(owner: str | None) -> contextvars.Token:
+    """What is kept from now on in this context to prepare faster (compiled code here,
+    check results in ``driver/analysis_cache.py``) is ``owner``'s alone; give the token
+    back to ``reset_owner`` when the call ends."""
+    return _OWNER.set(owner)
+
+
+def reset_owner(token: contextvars.Token) -> None:
+    _OWNER.reset(token)
+
+
+def owner() -> str | None:
+    """The client preparing in this context (``set_owner``), None in-process."""
+    return _OWNER.get()
 
 
 def compile_source(text: str, filename: str) -> CodeType:
@@ -38,20 +63,21 @@ def compile_source(text: str, filename: str) -> CodeType:
     of generated code are mapped to steps by line number, not by file name).
     """
     global _chars
+    key = (_OWNER.get(), text)
     with _lock:
-        code = _codes.get(text)
+        code = _codes.get(key)
         if code is not None:
-            _codes.move_to_end(text)
+            _codes.move_to_end(key)
             return code
     code = compile(text, filename, "exec")
     if len(text) > MAX_TEXT:
         return code
     with _lock:
-        if text not in _codes:
-            _codes[text] = code
+        if key not in _codes:
+            _codes[key] = code
             _chars += len(text)
             while len(_codes) > MAX_ENTRIES or _chars > MAX_CHARS:
-                old, _ = _codes.popitem(last=False)
+                (_, old), _ = _codes.popitem(last=False)
                 _chars -= len(old)
     return code
 
@@ -65,6 +91,6 @@ def clear() -> None:
 
 
 def cached(text: str) -> bool:
-    """Whether ``text`` is in the cache (for tests)."""
+    """Whether ``text`` is in the cache for the current owner (for tests)."""
     with _lock:
-        return text in _codes
+        return (_OWNER.get(), text) in _codes

@@ -204,3 +204,31 @@ def test_an_entry_is_dropped_when_the_registry_gains_a_definition(validations, m
     monkeypatch.setitem(registry._REGISTRY, O.OEM_OPERATION, registry.lookup(O.ADD))
     device.prepareModel_1_3(_add_model())
     assert len(validations) == 2
+
+
+def test_entries_serve_only_the_client_that_made_them(validations):
+    """Over gRPC each client has entries of its own: another client's identical model is
+    checked afresh (its preparation time tells nothing of what others prepared)."""
+    from nnhal.driver.service import create_server
+
+    from nnhal.client import connect
+
+    device = Device()
+    server, address = create_server(device, "127.0.0.1:0")
+    first, second = connect(address, timeout=10.0), connect(address, timeout=10.0)
+    try:
+        first.prepareModel_1_3(_add_model(2.0)).release()
+        first.prepareModel_1_3(_add_model(2.0)).release()
+        assert len(validations) == 1 and len(device.analyses) == 1
+        prepared = second.prepareModel_1_3(_add_model(2.0))
+        assert len(validations) == 2 and len(device.analyses) == 2
+        out = prepared.execute([np.array([1.0, -1.0], np.float32)])
+        np.testing.assert_array_equal(out.outputs[0], [3.0, 1.0])
+        prepared.release()
+        # support questions are answered from the asking client's own entry too
+        assert second.getSupportedOperations_1_3(_add_model(2.0)) == [True]
+        assert len(validations) == 2
+    finally:
+        first.close()
+        second.close()
+        server.stop(None).wait()

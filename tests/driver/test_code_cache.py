@@ -71,3 +71,23 @@ def test_long_texts_are_not_kept_and_the_bounds_evict_the_oldest(compiles, monke
     code_cache.compile_source("b = 2", "<b>")
     assert not code_cache.cached("a = 1") and code_cache.cached("b = 2")
     assert code_cache.compile_source("a = 1", "<a>") is not first
+
+
+def test_each_owner_has_entries_of_its_own(compiles):
+    """A text another client compiled is compiled again for this one (no timing tells a
+    client what others prepared); the same client finds its own entry."""
+    mine = code_cache.set_owner("session:a")
+    try:
+        code = code_cache.compile_source("a = 1", "<a>")
+        assert code_cache.compile_source("a = 1", "<a>") is code
+    finally:
+        code_cache.reset_owner(mine)
+    assert len(compiles) == 1 and not code_cache.cached("a = 1")
+    theirs = code_cache.set_owner("session:b")
+    try:
+        assert code_cache.owner() == "session:b"
+        assert code_cache.compile_source("a = 1", "<a>") is not code
+        assert len(compiles) == 2 and code_cache.cached("a = 1")
+    finally:
+        code_cache.reset_owner(theirs)
+    assert code_cache.owner() is None
