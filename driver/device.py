@@ -104,6 +104,8 @@ class ModelAnalysis:
         self.version = HalVersion(version)
         self._views: list[memoryview] | None = None
         self._infos: dict[tuple[int, int], OperandInfo] = {}
+        #: ``_infos`` were made from ``model`` itself (not kept from an identical one)
+        self._own_infos = True
         self._queries: dict[tuple[int, int], OpQuery] = {}
         #: (subgraph, operation) -> the registry definition its checks passed with; the
         #: compiler does not run them again for the same definition (compile_model)
@@ -112,6 +114,7 @@ class ModelAnalysis:
         self.extensions: Any = None
         #: the check results kept for this model's key (``analysis_cache``); None: not kept
         self.kept: Analysis | None = None
+        self._depths: list[int] | None = None
 
     @classmethod
     def revived(cls, model: Model, version: HalVersion, kept: Analysis) -> ModelAnalysis:
@@ -119,6 +122,7 @@ class ModelAnalysis:
         analysis = cls(model, version)
         analysis.validated = kept.validated
         analysis._infos = kept.infos
+        analysis._own_infos = False  # their constants are views of the kept model's bytes
         analysis._queries = dict(kept.queries)  # query_for adds to its own
         analysis.kept = kept
         return analysis
@@ -135,6 +139,13 @@ class ModelAnalysis:
         operation validator (the type check first, so that its message names the type)."""
         self._check_operand_types()
         validate_model(self.model, operation_validator=self.validate_operation)
+
+    def nesting_depths(self) -> list[int]:
+        """``limits.nesting_depths`` of the model, walked once: preparation's nesting
+        check and the support decision both read them."""
+        if self._depths is None:
+            self._depths = nesting_depths(self.model)
+        return self._depths
 
     def pool_views(self) -> list[memoryview]:
         """The model's pools, mapped once per analysis (a bad pool is the caller's fault)."""
@@ -272,7 +283,7 @@ class ModelAnalysis:
         proven = None
         if self.kept is not None and proofs_key is not None:
             proven = self.kept.proofs.get(proofs_key)
-        return Checked(self.validated, self._infos, proven)
+        return Checked(self.validated, self._infos, proven, model_views=self._own_infos)
 
     def query_for(self, number: int, index: int) -> OpQuery:
         """The backend's question for one operation (reuses the validation pass)."""
@@ -422,7 +433,7 @@ class Device:
         supported, reasons = explain_support(
             analysis.model, self.support, analysis.query_for, name_of
         )
-        for index, depth in enumerate(nesting_depths(analysis.model)):
+        for index, depth in enumerate(analysis.nesting_depths()):
             if depth > self.limits.max_nesting_depth and supported[index]:
                 supported[index] = False
                 op_type = analysis.model.main.operations[index].type
@@ -458,7 +469,8 @@ class Device:
         analysis = self.analyze(model, version, size_checked=size_checked)
         kept = analysis.kept
         if kept is None or not kept.limits_passed:
-            check_nesting(model, self.limits)  # INVALID_ARGUMENT: the executor cannot run it
+            # INVALID_ARGUMENT: the executor cannot run it
+            check_nesting(model, self.limits, analysis.nesting_depths())
             check_declared_tensors(model, self.limits)  # RESOURCE_EXHAUSTED_PERSISTENT
             if kept is not None:
                 kept.limits_passed = True

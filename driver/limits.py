@@ -279,9 +279,12 @@ def nesting_reason(depth: int, limits: Limits) -> str:
     )
 
 
-def check_nesting(model: Model, limits: Limits) -> None:
-    """INVALID_ARGUMENT when a main operation nests IF/WHILE deeper than the limit."""
-    for index, depth in enumerate(nesting_depths(model)):
+def check_nesting(model: Model, limits: Limits, depths: list[int] | None = None) -> None:
+    """INVALID_ARGUMENT when a main operation nests IF/WHILE deeper than the limit
+    (``depths``: ``nesting_depths(model)`` when the caller has them already)."""
+    if depths is None:
+        depths = nesting_depths(model)
+    for index, depth in enumerate(depths):
         if depth > limits.max_nesting_depth:
             name = OperationType(model.main.operations[index].type).name
             raise InvalidArgument(
@@ -299,7 +302,11 @@ def tensor_bytes(type_code: int, dimensions: Sequence[int] | None) -> int:
     info = OPERAND_TYPE_INFO.get(type_code)
     if info is None or info.is_scalar or not dimensions:
         return 0
-    return info.byte_size * math.prod(int(d) or 1 for d in dimensions)
+    if 0 in dimensions:
+        return info.byte_size * math.prod(int(d) or 1 for d in dimensions)
+    # Python ints (arbitrary precision: numpy dimensions could wrap in int64); map is
+    # cheaper than the generator above, and every operand of a model comes through here
+    return info.byte_size * math.prod(map(int, dimensions))
 
 
 def tensor_reason(what: str, type_code: int, dims: Sequence[int], size: int, limit: int) -> str:

@@ -37,6 +37,8 @@ from nnhal.types import (
     operation_name,
 )
 
+_BOOL_TYPES = frozenset({OperandType.BOOL, OperandType.TENSOR_BOOL8})
+
 
 @dataclass(frozen=True)
 class Checked:
@@ -47,14 +49,39 @@ class Checked:
     checks are pure functions of the descriptions and constant values; an operation an
     op package overrides is checked again). ``infos``: (subgraph, operand) -> the
     operand's description; those of operands that are not constants are reused as they
-    are (a constant's carries the compiler's own decoded value). ``proven``:
-    (subgraph, operation) -> output positions ``shapes.prove_shapes`` proved for an
-    identical model under the same strictness and tensor limit (None: prove them).
+    are; a constant's carries the compiler's own decoded value, except when
+    ``model_views`` says its value is a read-only view of this very model's
+    ``operandValues`` bytes (``in_place_view``): that is what ``decode_constant`` would
+    make. ``proven``: (subgraph, operation) -> output positions ``shapes.prove_shapes``
+    proved for an identical model under the same strictness and tensor limit (None:
+    prove them).
     """
 
     definitions: Mapping[tuple[int, int], object] = field(default_factory=dict)
     infos: Mapping[tuple[int, int], OperandInfo] = field(default_factory=dict)
     proven: Mapping[tuple[int, int], frozenset[int]] | None = None
+    #: the constants' values in ``infos`` were read from the compiled model's own
+    #: ``operandValues`` (False for descriptions kept from an identical model)
+    model_views: bool = False
+
+
+def in_place_view(model: Model, operand, value: np.ndarray | None) -> bool:
+    """Whether ``decode_constant`` would give ``operand`` an array equal to ``value``, a
+    read-only view of ``model.operandValues`` the device made: immutable bytes read in
+    place, aligned for the dtype (decode_constant copies misaligned data), and not a
+    BOOL type (those are converted; the device leaves them to decode_constant)."""
+    if value is None or operand.lifetime != OperandLifeTime.CONSTANT_COPY:
+        return False
+    info = OPERAND_TYPE_INFO.get(operand.type)
+    return (
+        info is not None
+        and info.dtype is not None
+        and value.dtype == info.dtype
+        and operand.type not in _BOOL_TYPES
+        and type(model.operandValues) is bytes
+        and not value.flags.writeable
+        and value.flags.aligned
+    )
 
 
 def subgraph_at(model: Model, number: int) -> Subgraph:
@@ -94,15 +121,23 @@ def compile_subgraph(
     subgraph = subgraph_at(model, number)
     plan = SubgraphPlan(index=number, subgraph=subgraph)
     views = list(pool_views)
+    checked = checked if checked is not None else Checked()
+    # one description per operand, shared by the operations reading it
+    infos: dict[int, OperandInfo] = {}
     for index, operand in enumerate(subgraph.operands):
         if is_constant(operand):
+            if checked.model_views:
+                # the device's description already holds the array decode_constant
+                # would make: take both over (a decode and a description per weight)
+                seen = checked.infos.get((number, index))
+                if seen is not None and in_place_view(model, operand, seen.value):
+                    plan.constants[index] = seen.value
+                    infos[index] = seen
+                    continue
             try:
                 plan.constants[index] = decode_constant(model, operand, views)
             except InvalidArgument as exc:
                 raise InvalidArgument(f"subgraph {number}, operand {index}: {exc.message}") from exc
-    checked = checked if checked is not None else Checked()
-    # one description per operand, shared by the operations reading it
-    infos: dict[int, OperandInfo] = {}
 
     def info(index: int) -> OperandInfo:
         found = infos.get(index)

@@ -89,3 +89,52 @@ def test_constants_in_pools_are_copied():
     assert values and not any(_inside(v, model.operandValues) for v in values)
     x = np.array([1.0, 1.0], np.float32)
     np.testing.assert_array_equal(compiled.run([x])[0], [2.5, -1.0])
+
+
+def _prepared_constants(device, model):
+    compiled = device.prepareModel_1_3(model).compiled
+    return compiled, _constants(compiled)
+
+
+def test_device_hands_its_views_to_the_compiler():
+    # the analysis read the weights in place already: the compiler keeps those arrays
+    # and the descriptions holding them, instead of decoding and describing again
+    from nnhal.driver.device import Device
+
+    model = _add_model()
+    compiled, values = _prepared_constants(Device(), model)
+    assert values and all(_inside(v, model.operandValues) for v in values)
+    assert all(not v.flags.writeable for v in values)
+    plan = compiled.plans[0]
+    step = plan.steps[0]
+    for position, index in enumerate(step.inputs):
+        if index in plan.constants and step.context.inputs[position].value is not None:
+            assert step.context.inputs[position].value is plan.constants[index]
+    x = np.array([1.0, 1.0], np.float32)
+    np.testing.assert_array_equal(compiled.run([x])[0], [2.5, -1.0])
+
+
+def test_device_copies_misaligned_constants_still():
+    from nnhal.driver.device import Device
+
+    model = _shifted(_add_model(), 1)
+    _, values = _prepared_constants(Device(), model)
+    assert values and not any(_inside(v, model.operandValues) for v in values)
+    assert all(v.flags.aligned and not v.flags.writeable for v in values)
+
+
+def test_kept_descriptions_never_lend_another_model_its_constants():
+    # an identical model decoded anew: the kept descriptions read the first model's
+    # bytes, so the second model's constants are decoded from its own
+    from nnhal.driver.device import Device
+
+    device = Device()
+    first = _add_model()
+    second = dataclasses.replace(first, operandValues=bytes(bytearray(first.operandValues)))
+    assert second.operandValues is not first.operandValues
+    _prepared_constants(device, first)
+    compiled, values = _prepared_constants(device, second)
+    assert values and all(_inside(v, second.operandValues) for v in values)
+    assert not any(_inside(v, first.operandValues) for v in values)
+    x = np.array([1.0, 1.0], np.float32)
+    np.testing.assert_array_equal(compiled.run([x])[0], [2.5, -1.0])
