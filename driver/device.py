@@ -223,8 +223,10 @@ class ModelAnalysis:
         ):
             return None  # decode_constant raises the precise error
         value = np.frombuffer(source, dtype=info.dtype, count=count, offset=loc.offset)
-        value = value.reshape(shape)
-        value.flags.writeable = False
+        if len(shape) != 1:  # frombuffer gives the 1-D shape already
+            value = value.reshape(shape)
+        if type(source) is not bytes:  # a view of bytes is read-only already
+            value.flags.writeable = False
         return value
 
     def validate_operation(self, model: Model, number: int, index: int) -> None:
@@ -247,19 +249,19 @@ class ModelAnalysis:
             # OEM_OPERATION or a HAL operation we do not implement: structurally
             # valid; the support decision says "no" with the reason.
             return
-        n_operands = len(subgraph_at(model, number).operands)
-        for i in (*op.inputs, *op.outputs):
-            if not 0 <= i < n_operands:
-                raise InvalidArgument(f"{operation_name(code)} ({place}): operand {i} out of range")
-        inputs = tuple(self.operand_info(number, i) for i in op.inputs)
-        outputs = tuple(self.operand_info(number, i) for i in op.outputs)
+        # (validate_model calls this only once every operand index is in range)
+        describe = self.operand_info
+        inputs = [describe(number, i) for i in op.inputs]
+        outputs = [describe(number, i) for i in op.outputs]
         ctx = OpContext(
             op=definition,
-            inputs=list(inputs),
-            outputs=list(outputs),
+            inputs=inputs,
+            outputs=outputs,
             relaxed=model.relaxComputationFloat32toFloat16,
             where=place,
         )
+        # the query keeps the descriptions as they were before the checks ran
+        described_inputs, described_outputs = tuple(inputs), tuple(outputs)
         version = registry.validate_operation(ctx)
         if version > self.version:
             raise InvalidArgument(
@@ -269,8 +271,8 @@ class ModelAnalysis:
         self.validated[(number, index)] = definition
         self._queries[(number, index)] = OpQuery(
             type=code,
-            inputs=inputs,
-            outputs=outputs,
+            inputs=described_inputs,
+            outputs=described_outputs,
             relaxed=model.relaxComputationFloat32toFloat16,
             where=place,
             version=version,

@@ -296,6 +296,18 @@ def _accepted(rule: TypeRule, primary: int) -> frozenset:
     return frozenset(rule(primary))
 
 
+def _accepts(rule: TypeRule, primary: int, code: int) -> bool:
+    """``code in _accepted(rule, primary)`` without building the set: every operand of
+    every operation is checked here, and the set is only needed for the message."""
+    if rule == T:
+        return code == primary
+    if isinstance(rule, int):
+        return code == rule
+    if isinstance(rule, frozenset):
+        return code in rule
+    return code in frozenset(rule(primary))
+
+
 def _names(types) -> str:
     return ", ".join(sorted(type_name(t) for t in types))
 
@@ -350,16 +362,16 @@ def validate_operation(ctx: OpContext) -> HalVersion:
         if info.omitted and not arg.optional:
             raise ctx.fail(f"input {i} ({arg.name}) is required but has no value")
         # A NO_VALUE operand still declares a type, and the reference checks it.
-        accepted = _accepted(arg.type, primary)
-        if info.type not in accepted:
+        if not _accepts(arg.type, primary, info.type):
+            accepted = _accepted(arg.type, primary)
             raise ctx.fail(
                 f"input {i} ({arg.name}) has type {type_name(info.type)}; "
                 f"with {type_name(primary)} supported: {_names(accepted)}"
             )
     for i, info in enumerate(ctx.outputs):
         arg = op.outputs[0] if op.variadic_outputs else op.outputs[i]
-        accepted = _accepted(arg.type, primary)
-        if info.type not in accepted:
+        if not _accepts(arg.type, primary, info.type):
+            accepted = _accepted(arg.type, primary)
             raise ctx.fail(
                 f"output {i} ({arg.name}) has type {type_name(info.type)}; "
                 f"with {type_name(primary)} supported: {_names(accepted)}"
