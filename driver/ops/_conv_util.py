@@ -93,7 +93,13 @@ class Signature:
         return tuple(result)
 
     def resolve(self, ctx: OpContext) -> dict[str, int]:
-        """Name -> input index for the form this operation uses (InvalidArgument if none)."""
+        """Name -> input index for the form this operation uses (InvalidArgument if none).
+
+        Asked by the checks, the layout flag, the shape rule and the kernel: resolved
+        once per context (a read-only mapping: callers only read it)."""
+        return ctx.remember((self, "resolve"), lambda: self._resolve(ctx))
+
+    def _resolve(self, ctx: OpContext) -> dict[str, int]:
         n = len(ctx.inputs)
         n_imp, n_exp = len(self.implicit_names), len(self.explicit_names)
         if self.by_type:
@@ -171,8 +177,12 @@ class Params:
 
 
 def read_params(ctx: OpContext, where: dict[str, int], signature: Signature) -> Params:
-    """Scalar values (ValueNotConstant when one is a runtime value), checked."""
+    """Scalar values (ValueNotConstant when one is a runtime value), checked; read once
+    per context (``where`` is always ``signature.resolve(ctx)``)."""
+    return ctx.remember((signature, "params"), lambda: _read_params(ctx, where, signature))
 
+
+def _read_params(ctx: OpContext, where: dict[str, int], signature: Signature) -> Params:
     def get(name: str, default=None):
         return int(ctx.scalar(where[name])) if name in where else default
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -93,10 +93,28 @@ class OpContext:
     outputs: list[OperandInfo]
     relaxed: bool = False  # Model.relaxComputationFloat32toFloat16
     where: str = ""  # "subgraph 0, operation 3" for messages
+    #: ``remember``'s results; a context made by ``dataclasses.replace`` starts empty
+    _remembered: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def name(self) -> str:
         return self.op.type.name
+
+    def remember(self, key: Any, make: Callable[[], Any]) -> Any:
+        """``make()``, computed once per context and ``key`` (a failure is not kept).
+
+        For what an operation reads from its descriptions in several phases: the
+        device's checks, the shape proofs and the kernel binding of one preparation
+        ask the same context for the same parameters. Only for pure functions of
+        ``inputs`` and ``outputs``, which nobody changes in place (a different call
+        is a new context: ``dataclasses.replace``, ``LateBinding``).
+        """
+        memo = self._remembered
+        if key in memo:
+            return memo[key]
+        value = make()
+        memo[key] = value
+        return value
 
     @property
     def primary_type(self) -> int:
