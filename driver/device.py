@@ -106,6 +106,8 @@ class ModelAnalysis:
         self._infos: dict[tuple[int, int], OperandInfo] = {}
         #: ``_infos`` were made from ``model`` itself (not kept from an identical one)
         self._own_infos = True
+        #: (subgraph, operation) -> the context its checks ran on (for the compiler)
+        self._contexts: dict[tuple[int, int], OpContext] = {}
         self._queries: dict[tuple[int, int], OpQuery] = {}
         #: (subgraph, operation) -> the registry definition its checks passed with; the
         #: compiler does not run them again for the same definition (compile_model)
@@ -269,6 +271,7 @@ class ModelAnalysis:
                 f"the model was given as a HAL {self.version} model"
             )
         self.validated[(number, index)] = definition
+        self._contexts[(number, index)] = ctx
         self._queries[(number, index)] = OpQuery(
             type=code,
             inputs=described_inputs,
@@ -285,7 +288,13 @@ class ModelAnalysis:
         proven = None
         if self.kept is not None and proofs_key is not None:
             proven = self.kept.proofs.get(proofs_key)
-        return Checked(self.validated, self._infos, proven, model_views=self._own_infos)
+        return Checked(
+            self.validated,
+            self._infos,
+            proven,
+            model_views=self._own_infos,
+            contexts=self._contexts if self._own_infos else {},
+        )
 
     def query_for(self, number: int, index: int) -> OpQuery:
         """The backend's question for one operation (reuses the validation pass)."""

@@ -63,6 +63,10 @@ class Checked:
     #: the constants' values in ``infos`` were read from the compiled model's own
     #: ``operandValues`` (False for descriptions kept from an identical model)
     model_views: bool = False
+    #: (subgraph, operation) -> the OpContext the checks ran on; the compiler binds
+    #: the kernel on it when its own would hold the very same descriptions, so what
+    #: the checks worked out (``OpContext.remember``) serves the binding and the proofs
+    contexts: Mapping[tuple[int, int], OpContext] = field(default_factory=dict)
 
 
 def in_place_view(model: Model, operand, value: np.ndarray | None) -> bool:
@@ -158,8 +162,14 @@ def compile_subgraph(
             plan.steps.append(_control_flow_step(model, plan, op_index, StepKind.WHILE, where))
         else:
             passed = checked.definitions.get((number, op_index))
-            plan.steps.append(_operation_step(model, plan, op_index, info, where, passed))
+            seen = checked.contexts.get((number, op_index)) if checked.model_views else None
+            plan.steps.append(_operation_step(model, plan, op_index, info, where, passed, seen))
     return plan
+
+
+def _same(kept: list[OperandInfo], mine: list[OperandInfo]) -> bool:
+    """The same description objects, in the same order."""
+    return len(kept) == len(mine) and all(a is b for a, b in zip(kept, mine))
 
 
 def _operation_step(
@@ -169,6 +179,7 @@ def _operation_step(
     info: Callable[[int], OperandInfo],
     where: str,
     validated_with: object = None,
+    checked_context: OpContext | None = None,
 ) -> Step:
     subgraph = plan.subgraph
     operation = subgraph.operations[op_index]
@@ -181,13 +192,21 @@ def _operation_step(
     if definition is None:
         raise InvalidArgument(f"{name} ({where}): operation is not supported")
 
-    ctx = OpContext(
-        op=definition,
-        inputs=[info(i) for i in operation.inputs],
-        outputs=[info(i) for i in operation.outputs],
-        relaxed=model.relaxComputationFloat32toFloat16,
-        where=where,
-    )
+    inputs = [info(i) for i in operation.inputs]
+    outputs = [info(i) for i in operation.outputs]
+    relaxed = model.relaxComputationFloat32toFloat16
+    ctx = checked_context
+    if not (
+        ctx is not None
+        and ctx.op is definition
+        and ctx.where == where
+        and ctx.relaxed == relaxed
+        and _same(ctx.inputs, inputs)
+        and _same(ctx.outputs, outputs)
+    ):
+        ctx = OpContext(
+            op=definition, inputs=inputs, outputs=outputs, relaxed=relaxed, where=where
+        )
     # Scalars reach the kernel through the context; tensors as arguments.
     scalar_positions = [
         p for p, i in enumerate(operation.inputs) if _is_scalar_type(subgraph.operands[i].type)

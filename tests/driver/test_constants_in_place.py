@@ -1,4 +1,5 @@
-"""Constants of Model.operandValues read in place (driver/executor/operands.py)."""
+"""Constants of Model.operandValues read in place, and what the device hands the compiler
+(driver/executor/operands.py, compiler.Checked)."""
 
 from __future__ import annotations
 
@@ -136,5 +137,27 @@ def test_kept_descriptions_never_lend_another_model_its_constants():
     compiled, values = _prepared_constants(device, second)
     assert values and all(_inside(v, second.operandValues) for v in values)
     assert not any(_inside(v, first.operandValues) for v in values)
+    x = np.array([1.0, 1.0], np.float32)
+    np.testing.assert_array_equal(compiled.run([x])[0], [2.5, -1.0])
+
+
+def test_the_kernel_is_bound_on_the_checked_context():
+    # the descriptions are the device's very objects, so the context the checks ran on
+    # serves the binding (and what the checks worked out on it); a context checked for
+    # an earlier identical model never does
+    from nnhal.driver.device import Device
+
+    device = Device()
+    first = _add_model()
+    analysis = device.analyze(first)
+    checked = analysis.checked()
+    compiled = compile_model(first, pool_views=analysis.pool_views(), checked=checked)
+    assert compiled.plans[0].steps[0].context is checked.contexts[(0, 0)]
+
+    second = dataclasses.replace(first, operandValues=bytes(bytearray(first.operandValues)))
+    revived = device.analyze(second)
+    assert revived.kept is not None and not revived.checked().contexts
+    compiled = compile_model(second, pool_views=revived.pool_views(), checked=revived.checked())
+    assert compiled.plans[0].steps[0].context is not checked.contexts[(0, 0)]
     x = np.array([1.0, 1.0], np.float32)
     np.testing.assert_array_equal(compiled.run([x])[0], [2.5, -1.0])
