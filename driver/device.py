@@ -336,6 +336,14 @@ class Device:
         self.support = SupportPipeline(
             device_rules(self.profile, self.limits), self.backend, self.extensions
         )
+        self._own_support = self.support
+        #: the same questions for a model whose declared sizes passed the limits already
+        #: (preparation checks them first): without the rule that reads those sizes
+        self._sized_support = SupportPipeline(
+            device_rules(self.profile, self.limits, sizes_checked=True),
+            self.backend,
+            self.extensions,
+        )
         if self.extensions.packages and self.profile.op_package_isolation == "process":
             from nnhal.driver.op_packages.supervisor import KernelSupervisor
 
@@ -428,22 +436,29 @@ class Device:
             model, version=version, size_checked=size_checked
         )[0]
 
-    def _explain(self, analysis: ModelAnalysis) -> tuple[list[bool], dict[int, str]]:
+    def _explain(
+        self, analysis: ModelAnalysis, *, sizes_checked: bool = False
+    ) -> tuple[list[bool], dict[int, str]]:
         kept = analysis.kept
         if kept is not None and kept.support is not None:
             return list(kept.support[0]), dict(kept.support[1])
-        supported, reasons = self._decide(analysis)
+        supported, reasons = self._decide(analysis, sizes_checked=sizes_checked)
         if kept is not None:
             kept.support = (list(supported), dict(reasons))
         return supported, reasons
 
-    def _decide(self, analysis: ModelAnalysis) -> tuple[list[bool], dict[int, str]]:
+    def _decide(
+        self, analysis: ModelAnalysis, *, sizes_checked: bool = False
+    ) -> tuple[list[bool], dict[int, str]]:
         def name_of(code: int) -> str:
             return self.support.operation_name(code, analysis.extensions)
 
-        supported, reasons = explain_support(
-            analysis.model, self.support, analysis.query_for, name_of
-        )
+        support = self.support
+        if sizes_checked and support is self._own_support and not self.extensions:
+            # check_declared_tensors passed under self.limits: the size rule would refuse
+            # nothing, and the answer (kept for getSupportedOperations too) is the same
+            support = self._sized_support
+        supported, reasons = explain_support(analysis.model, support, analysis.query_for, name_of)
         for index, depth in enumerate(analysis.nesting_depths()):
             if depth > self.limits.max_nesting_depth and supported[index]:
                 supported[index] = False
@@ -485,7 +500,7 @@ class Device:
             check_declared_tensors(model, self.limits)  # RESOURCE_EXHAUSTED_PERSISTENT
             if kept is not None:
                 kept.limits_passed = True
-        supported, reasons = self._explain(analysis)
+        supported, reasons = self._explain(analysis, sizes_checked=True)
         if not all(supported):
             first = min(reasons)
             raise InvalidArgument(

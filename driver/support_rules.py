@@ -15,6 +15,11 @@ The rules run in this order; the first that refuses gives the reason:
    ``first_input_types`` (``type_input``) profile keys;
 3. ``profile_lists``: the profile's ``exclude_operations`` and ``operand_types``.
 
+A rule that could refuse nothing is left out (a profile listing neither;
+``tensor_limit`` for a model whose declared sizes passed
+``limits.check_declared_tensors`` already: preparation checks those first and
+asks a second pipeline without it, ``device_rules(sizes_checked=True)``).
+
 Rules 2 and 3 are about the HAL's own operations: an extension operation is
 decided by its op package's definition for the device's backend (its
 SupplementalOpDefList), whatever the profile lists. IF and WHILE pass rules 2
@@ -72,7 +77,11 @@ def sample_rule(profile: Profile) -> Rule | None:
     return rule
 
 
-def profile_lists(profile: Profile) -> Rule:
+def profile_lists(profile: Profile) -> Rule | None:
+    """The profile's lists, or None when it sets neither (then nothing is refused)."""
+    if not profile.exclude_operations and profile.operand_types is None:
+        return None
+
     def rule(query: OpQuery) -> str | None:
         if is_extension_type(query.type):
             return None
@@ -92,9 +101,16 @@ def profile_lists(profile: Profile) -> Rule:
     return rule
 
 
-def device_rules(profile: Profile, limits: Limits) -> tuple[Rule, ...]:
-    """A device's rules, in the order they are asked."""
-    rules = (tensor_limit(limits), sample_rule(profile), profile_lists(profile))
+def device_rules(
+    profile: Profile, limits: Limits, *, sizes_checked: bool = False
+) -> tuple[Rule, ...]:
+    """A device's rules, in the order they are asked (a rule that could refuse nothing
+    is left out). ``sizes_checked``: for models whose every declared operand passed
+    ``limits.check_declared_tensors`` under ``limits``; ``tensor_limit`` reads the
+    same declared sizes, so it could refuse none of their operations and is left out.
+    """
+    size_rule = None if sizes_checked else tensor_limit(limits)
+    rules = (size_rule, sample_rule(profile), profile_lists(profile))
     return tuple(r for r in rules if r is not None)
 
 

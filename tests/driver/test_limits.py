@@ -290,6 +290,21 @@ def test_declared_tensor_too_big():
     assert device.getSupportedOperations_1_3(add_model(dims=(15, 16))) == [True]
 
 
+def test_preparation_refuses_by_declared_size_before_support():
+    # preparation checks the declared sizes first, then asks support without the size
+    # rule (it could refuse nothing then): the model that fails the rule never gets there
+    device = device_with(max_tensor_bytes=1000)
+    with pytest.raises(ResourceExhausted):
+        device.prepareModel_1_3(add_model(dims=(16, 16)))
+    # a fresh device: prepare first, so the kept support answer is the one prepare made
+    device = device_with(max_tensor_bytes=1024)
+    model = add_model(dims=(16, 16))  # exactly at the limit
+    device.prepareModel_1_3(model)
+    assert device.getSupportedOperations_1_3(model) == [True]
+    fresh = device_with(max_tensor_bytes=1024)
+    assert fresh.explainSupportedOperations(model) == device.explainSupportedOperations(model)
+
+
 def test_declared_tensor_too_big_over_grpc():
     with serving(device_with(max_tensor_bytes=1000)) as (client, _):
         with pytest.raises(ResourceExhausted) as info:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from nnhal.driver.backends import OpQuery
@@ -310,3 +312,24 @@ def test_deep_nesting_does_not_recurse():
     supported, reasons = device.explainSupportedOperations(model)
     assert supported == [False]
     assert reasons[0].endswith(f"subgraph {depth}, operation 0 (MUL): excluded by profile 'no-mul'")
+
+
+def test_rules_that_could_refuse_nothing_are_left_out():
+    from nnhal.driver.profile import load_profile
+    from nnhal.driver.support_rules import device_rules, profile_lists
+
+    profile = load_profile(None)
+    assert not profile.exclude_operations and profile.operand_types is None
+    assert profile_lists(profile) is None
+    listing = dataclasses.replace(profile, exclude_operations=frozenset({OperationType.ADD}))
+    rule = profile_lists(listing)
+    assert rule is not None
+    assert len(device_rules(listing, listing.limits)) == 2  # the size rule, the lists
+    assert len(device_rules(listing, listing.limits, sizes_checked=True)) == 1
+
+
+def test_a_replaced_support_pipeline_is_asked_by_preparation_too():
+    device = Device()
+    counting = _counting(device)
+    device.prepareModel_1_3(nested_model())
+    assert counting.asked and counting.asked[-1].startswith("subgraph 0")
