@@ -159,8 +159,9 @@ class ModelAnalysis:
         return self._views
 
     def _check_operand_types(self) -> None:
+        if self.version >= HalVersion.V1_3:
+            return  # a HAL 1.3 model may use every type: nothing to walk
         subgraphs = (self.model.main, *self.model.referenced)
-        check_version = self.version < HalVersion.V1_3
         for number, subgraph in enumerate(subgraphs):
             for k, operand in enumerate(subgraph.operands):
                 code = operand.type
@@ -169,7 +170,7 @@ class ModelAnalysis:
                     # device does not know makes the operations using it unsupported
                     continue
                 info = OPERAND_TYPE_INFO.get(code)
-                if check_version and info is not None and info.version > self.version:
+                if info is not None and info.version > self.version:
                     raise InvalidArgument(
                         f"subgraph {number}, operand {k}: type {type_name(code)} needs HAL "
                         f"{info.version}; the model was given as a HAL {self.version} model"

@@ -424,6 +424,11 @@ def _check_operands(
 def _check_io_lists(s: int, subgraph: Subgraph) -> None:
     operands = subgraph.operands
     n = len(operands)
+    # how many operands have each lifetime, in one walk for both lists
+    listed = {_INPUT: 0, _OUTPUT: 0}
+    for o in operands:
+        if o.lifetime in listed:
+            listed[o.lifetime] += 1
     for field, wanted in (("inputIndexes", _INPUT), ("outputIndexes", _OUTPUT)):
         indexes = getattr(subgraph, field)
         seen: set[int] = set()
@@ -442,7 +447,7 @@ def _check_io_lists(s: int, subgraph: Subgraph) -> None:
                 raise InvalidArgument(f"subgraph {s}: operand {idx} appears twice in {field}")
             seen.add(idx)
         # every operand with that lifetime must be listed (len(seen) counts listed ones)
-        if len(seen) != sum(1 for o in operands if o.lifetime == wanted):
+        if len(seen) != listed[wanted]:
             for i, o in enumerate(operands):
                 if o.lifetime == wanted and i not in seen:
                     raise InvalidArgument(
