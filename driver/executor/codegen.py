@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
-from nnhal.driver.executor import control_flow, specialize
+from nnhal.driver.executor import control_flow, counter_index, specialize
 from nnhal.driver.executor.code_cache import compile_source
 from nnhal.driver.executor.plan import Step, StepKind, SubgraphPlan, post_order
 from nnhal.driver.executor.tensor_guard import TensorGuard, is_tensor, too_big_result
@@ -112,6 +112,7 @@ _GLOBALS: dict[str, object] = {
     "_nb": lambda value: getattr(value, "nbytes", 0),
     **control_flow.RUNTIME_HELPERS,
     **specialize.RUNTIME_HELPERS,
+    **counter_index.RUNTIME_HELPERS,
 }
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-from nnhal.driver.executor import specialize
+from nnhal.driver.executor import counter_index, specialize
 from nnhal.driver.executor.plan import StepKind
 
 from nnhal.errors import GeneralFailure, MissedDeadline
@@ -255,11 +255,24 @@ def _emit_counter_loop(
     )
     counter_in = body_plan.subgraph.inputIndexes[counter.counter]
     ints = {counter_in: count}
-    ints.update({s.output: f"{uid}j{s.output}" for s in counter.scalars.values()})
+    ints.update(
+        {s.output: f"{uid}j{s.output}" for s in counter.scalars.values() if hasattr(s, "output")}
+    )
     replace = {p: emit(body_namer) for p, emit in hoisted.items()}
     replace[counter.step] = advance
+    elements: dict[int, list[str]] = {}  # index vector -> its elements' expressions
     for position, scalar in counter.scalars.items():
-        replace[position] = _scalar_emitter(source, scalar, ints, counter.arrays, body_namer)
+        if isinstance(scalar, counter_index.VectorStep):
+            emitter = counter_index.emit_vector(
+                source, scalar, ints, elements, counter.arrays, body_namer
+            )
+        elif isinstance(scalar, counter_index.SliceStep):
+            emitter = counter_index.emit_slice(
+                gen, source, body_plan, scalar, ints, elements, body_namer
+            )
+        else:
+            emitter = _scalar_emitter(source, scalar, ints, counter.arrays, body_namer)
+        replace[position] = emitter
     for position, body_step in enumerate(body_plan.steps):
         if body_step.kind is StepKind.IF and body_step.inputs[0] in ints:
             replace[position] = _if_emitter(gen, source, body_plan, body_step, body_namer, ints)
