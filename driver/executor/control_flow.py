@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-from nnhal.driver.executor import counter_index, specialize
+from nnhal.driver.executor import counter_index, one_hot, specialize
 from nnhal.driver.executor.plan import StepKind
 
 from nnhal.errors import GeneralFailure, MissedDeadline
@@ -230,6 +230,11 @@ def _emit_counter_loop(
     test = (count, bound) if counter.counter_first else (bound, count)
     taken = {counter.step, *counter.scalars}
     hoisted = _hoist(gen, source, body_plan, step, uid, depth, taken)
+    for scalar in counter.scalars.values():
+        select = scalar[0] if isinstance(scalar, tuple) else scalar
+        own = one_hot.owned(uid, select) if isinstance(select, one_hot.OneHotSelect) else None
+        if own is not None:
+            source.line(depth, f"{own} = None")
     source.line(depth, f"{limit} = _mono() + _lt")
     source.line(depth, "while True:")
     inner = depth + 1
@@ -269,6 +274,12 @@ def _emit_counter_loop(
         elif isinstance(scalar, counter_index.SliceStep):
             emitter = counter_index.emit_slice(
                 gen, source, body_plan, scalar, ints, elements, body_namer
+            )
+        elif isinstance(scalar, one_hot.Absorbed):
+            emitter = one_hot.emit_absorbed
+        elif isinstance(scalar, (one_hot.OneHotSelect, tuple)):
+            emitter = one_hot.emit(
+                gen, source, body_plan, scalar, ints, counter.arrays, body_namer, uid
             )
         else:
             emitter = _scalar_emitter(source, scalar, ints, counter.arrays, body_namer)
