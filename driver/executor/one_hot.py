@@ -10,11 +10,13 @@ each iteration (about 2 µs for 1024 values). In a counter loop
 recognises the pattern at preparation and emits::
 
     out = buffer.copy()                 # or buffer itself, when the loop made it
-    for index, k in table.get(t, ()):   # the positions where EQUAL holds
-        out[index] = value[index]       # or the spread element's own arithmetic
+    q = t - first                       # where EQUAL holds, when the constant counts up
+    if 0 <= q < size:
+        out[0, q] = value[0, q]         # or the spread element's own arithmetic
 
-``table`` maps each value of the constant to the indexes holding it (made
-once, when the loop is generated). The mask must be read by the SELECT only;
+A constant that does not count up from its first element gets a table
+(``Positions``: each value's flat indexes, made once when the loop is
+generated) and a loop over the indexes holding the counter's value. The mask must be read by the SELECT only;
 a spreading ADD / SUB / MUL (activation NONE, int32: Python ints with numpy's
 int32 wrap-around) likewise, else ``value`` is computed by its own step and
 only read at the written indexes. When the buffer is a loop state that
@@ -201,32 +203,67 @@ def owned(uid: str, select: OneHotSelect) -> str | None:
     return f"{uid}o{select.select.outputs[0]}" if select.in_place else None
 
 
-def table(plan: SubgraphPlan, select: Step) -> dict:
-    """Counter value -> ((index, spread constant there or None), ...) for a SELECT that
-    ``find`` recognised: the indexes where the EQUAL's constant holds that value.
+@dataclass(frozen=True)
+class Positions:
+    """Where the EQUAL's constant holds each value, by flat (C-order) index."""
+
+    offset: int | None  # the constant is offset + its flat index: no table at all
+    entries: dict | None  # else value -> flat indexes holding it
+    spread: tuple | None  # the spread's constant by flat index (None: no spread)
+    uniform: int | None  # that constant when all its elements are equal
+
+
+def table(plan: SubgraphPlan, select: Step) -> Positions:
+    """The ``Positions`` of a SELECT that ``find`` recognised.
 
     Made once per step (the unchecked and checked variants both ask) from the plan
-    alone, so a function generated again from its text gets the same table.
+    alone, so a function generated again from its text gets the same values. A
+    constant counting up from its first element (the positions of a buffer, the
+    usual case) needs no table; others get a dict, built with numpy's help (a
+    Python loop over each index had cost 0.9 ms for 1024 values).
     """
     cached = select.__dict__.get("_one_hot_table")
     if cached is not None:
         return cached
     mask, value, _ = select.inputs
     dims = tuple(_operand(plan, select.outputs[0]).dimensions)
-    mask_step = _producer(plan, mask)[1]
-    a, b = mask_step.inputs
+    a, b = _producer(plan, mask)[1].inputs
     constant = _constant(plan, a, dims)
-    if constant is None:
-        constant = _constant(plan, b, dims)
+    flat = (constant if constant is not None else _constant(plan, b, dims)).reshape(-1)
+    first = int(flat[0])
+    offset, entries = None, None
+    steps = np.arange(flat.size, dtype=np.int64) + first
+    if np.array_equal(flat.astype(np.int64), steps):
+        offset = first
+    else:
+        order = np.argsort(flat, kind="stable")
+        keys, starts = np.unique(flat[order], return_index=True)
+        groups = np.split(order, starts[1:])
+        entries = {k: tuple(g.tolist()) for k, g in zip(keys.tolist(), groups)}
     spread = _spread(plan, value, dims)
-    spread_values = None if spread is None else spread[2]
-    entries: dict[int, list] = {}
-    for index in np.ndindex(*dims):
-        k = None if spread_values is None else int(spread_values[index])
-        entries.setdefault(int(constant[index]), []).append((index, k))
-    cached = {key: tuple(found) for key, found in entries.items()}
+    values = None if spread is None else spread[2].reshape(-1)
+    uniform = None
+    if values is not None and (values == values[0]).all():
+        uniform = int(values[0])
+    cached = Positions(offset, entries, None if values is None else tuple(values.tolist()), uniform)
     select.__dict__["_one_hot_table"] = cached
     return cached
+
+
+def _index(dims: tuple[int, ...], flat: str) -> str:
+    """The index tuple expression of flat (C-order) index ``flat`` into ``dims``."""
+    parts, stride = [], 1
+    for d in reversed(dims):
+        if d == 1:
+            parts.append("0")
+        elif stride * d == int(np.prod(dims)) and stride == 1:
+            parts.append(flat)  # the only axis longer than 1
+        elif stride * d == int(np.prod(dims)):
+            parts.append(f"{flat} // {stride}")
+        else:
+            parts.append(f"{flat} // {stride} % {d}" if stride > 1 else f"{flat} % {d}")
+        stride *= d
+    return ", ".join(reversed(parts))
 
 
 def emit_absorbed(at: int) -> None:
@@ -242,17 +279,22 @@ def emit(gen, source, plan: SubgraphPlan, found, ints, arrays, namer, uid: str):
     def emit_at(at: int) -> None:
         _mask, value, buffer = step.inputs
         out, b = namer(step.outputs[0]), namer(buffer)
-        table = source.bind(f"h{plan.index}_{step.index}", gen.bind("h", plan, step))
+        positions = gen.bind("h", plan, step)
+        name = f"h{plan.index}_{step.index}"
         tests = [f"{b}.shape == {select.dims!r}"]
+        index = _index(select.dims, "_q")
         if spread is None:
             tests.append(f"{namer(value)}.shape == {select.dims!r}")
-            put = f"{namer(value)}[_p]"
+            put = f"{namer(value)}[{index}]"
         else:
             element = namer(spread.element)
             shape = tuple(_operand(plan, spread.element).dimensions)
             tests.append(f"{element}.shape == {shape!r}")
+            k = str(positions.uniform)
+            if positions.uniform is None:
+                k = f"{source.bind(name, positions)}.spread[_q]"
             x = f"{element}.item()"
-            left, right = (x, "_k") if spread.element_first else ("_k", x)
+            left, right = (x, k) if spread.element_first else (k, x)
             put = f"{left} {spread.operator} {right}"
         source.line(at, f"if {' and '.join(tests)}:")
         if own is None:
@@ -260,13 +302,19 @@ def emit(gen, source, plan: SubgraphPlan, found, ints, arrays, namer, uid: str):
         else:  # the array made last iteration; else the initial value, not ours to write
             source.line(at + 1, f"{out} = {b} if {b} is {own} else {b}.copy()")
         scalar = ints[select.scalar]
+        if positions.offset is not None:
+            source.line(at + 1, f"_q = {scalar} - {positions.offset}")
+            source.line(at + 1, f"if 0 <= _q < {int(np.prod(select.dims))}:")
+        else:
+            source.line(
+                at + 1, f"for _q in {source.bind(name, positions)}.entries.get({scalar}, ()):"
+            )
         if spread is None:
-            source.line(at + 1, f"for _p, _k in {table}.get({scalar}, ()): {out}[_p] = {put}")
+            source.line(at + 2, f"{out}[{index}] = {put}")
         else:  # numpy's int32 arithmetic wraps around
-            source.line(at + 1, f"for _p, _k in {table}.get({scalar}, ()):")
             source.line(at + 2, f"_v = {put}")
             source.line(at + 2, "if not -2147483649 < _v < 2147483648: _v = _wrap32(_v)")
-            source.line(at + 2, f"{out}[_p] = _v")
+            source.line(at + 2, f"{out}[{index}] = _v")
         if own is not None:
             source.line(at + 1, f"{own} = {out}")
         source.line(at, "else:  # shapes other than the declared ones: the steps themselves")

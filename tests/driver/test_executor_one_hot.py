@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 import pytest
-from nnhal.driver.executor import compile_model
+from nnhal.driver.executor import compile_model, one_hot
 
 from nnhal.builder import ModelBuilder
 from nnhal.errors import GeneralFailure
@@ -89,7 +89,7 @@ def inputs(n, x=3, dtype=np.int32, spread=True, also_read=False):
 def check(model, ins, in_place=True):
     fast, generic = compile_model(model), compile_model(model, specialize=False)
     source = fast.source(0)
-    assert "for _p, _k in" in source and "for _p, _k in" not in generic.source(0)
+    assert "_q" in source and "_q" not in generic.source(0)
     assert (" is w1o" in source) == in_place
     kept = [a.copy() for a in ins]
     got, want = fast.run(ins), generic.run(ins)
@@ -130,7 +130,23 @@ def test_spread_variants(spread, factors, first, counter_first):
 
 def test_positions_with_repeats_and_gaps():
     positions = [0, 2, 2, 5, 9, 9, 9, -1]  # value 2 at two places, 1, 3, 4 nowhere
-    check(write_model(positions=positions), inputs(SIZE + 1))
+    model = write_model(positions=positions)
+    assert "for _q in" in compile_model(model).source(0)  # a table, not an offset
+    check(model, inputs(SIZE + 1))
+
+
+def test_positions_counting_up_from_an_offset_need_no_table():
+    model = write_model(positions=np.arange(SIZE) + 3, factors=np.arange(SIZE) * 7 - 20)
+    source = compile_model(model).source(0)
+    assert "_q = w1j" in source and " - 3" in source and "for _q in" not in source
+    check(model, inputs(SIZE + 3, x=-4))
+
+
+@pytest.mark.parametrize("dims", [(1, 8), (2, 3, 4), (5,), (3, 1, 2), (1, 1, 6, 1)])
+def test_flat_index_expression(dims):
+    expression = one_hot._index(dims, "q")
+    for q in range(int(np.prod(dims))):
+        assert eval(f"({expression},)") == np.unravel_index(q, dims)
 
 
 def test_value_read_whole_float32():
