@@ -16,7 +16,9 @@ recognises the pattern at preparation and emits::
 
 A constant that does not count up from its first element gets a table
 (``Positions``: each value's flat indexes, made once when the loop is
-generated) and a loop over the indexes holding the counter's value. The mask must be read by the SELECT only;
+generated) and a loop over the indexes holding the counter's value; one
+that holds a value at more than ``MAX_WRITES`` indexes is left to the
+kernels. The mask must be read by the SELECT only;
 a spreading ADD / SUB / MUL (activation NONE, int32: Python ints with numpy's
 int32 wrap-around) likewise, else ``value`` is computed by its own step and
 only read at the written indexes. When the buffer is a loop state that
@@ -43,6 +45,9 @@ _SPREAD = {"ADD": "+", "SUB": "-", "MUL": "*"}
 _VALUES = (OperandType.TENSOR_FLOAT32, OperandType.TENSOR_INT32)
 #: largest positions constant given a table (one dict entry per distinct value)
 MAX_TABLE = 1 << 16
+#: most indexes one value of the positions constant may hold: each is a Python line
+#: per iteration (a row of a [rows, features] buffer stays with the whole-tensor kernels)
+MAX_WRITES = 4
 
 
 @dataclass(frozen=True)
@@ -168,6 +173,9 @@ def find(plan: SubgraphPlan, position: int, ints: dict) -> dict[int, object]:
     constant = _constant(plan, positions, dims)
     if constant is None or constant.size > MAX_TABLE:
         return {}
+    flat = constant.reshape(-1)
+    if not _counts_up(flat) and np.unique(flat, return_counts=True)[1].max() > MAX_WRITES:
+        return {}  # a Python line per written element would cost more than the kernels
     spread = _spread(plan, value, dims)
     steps: dict[int, object] = {mask_position: Absorbed(position)}
     found_select = OneHotSelect(select, mask_step, scalar, dims, _in_place(plan, select))
@@ -230,11 +238,9 @@ def table(plan: SubgraphPlan, select: Step) -> Positions:
     a, b = _producer(plan, mask)[1].inputs
     constant = _constant(plan, a, dims)
     flat = (constant if constant is not None else _constant(plan, b, dims)).reshape(-1)
-    first = int(flat[0])
     offset, entries = None, None
-    steps = np.arange(flat.size, dtype=np.int64) + first
-    if np.array_equal(flat.astype(np.int64), steps):
-        offset = first
+    if _counts_up(flat):
+        offset = int(flat[0])
     else:
         order = np.argsort(flat, kind="stable")
         keys, starts = np.unique(flat[order], return_index=True)
@@ -248,6 +254,12 @@ def table(plan: SubgraphPlan, select: Step) -> Positions:
     cached = Positions(offset, entries, None if values is None else tuple(values.tolist()), uniform)
     select.__dict__["_one_hot_table"] = cached
     return cached
+
+
+def _counts_up(flat: np.ndarray) -> bool:
+    """Whether ``flat[i] == flat[0] + i`` throughout (int64: no wrap-around)."""
+    steps = np.arange(flat.size, dtype=np.int64) + int(flat[0])
+    return bool(np.array_equal(flat.astype(np.int64), steps))
 
 
 def _index(dims: tuple[int, ...], flat: str) -> str:

@@ -135,6 +135,13 @@ def test_positions_with_repeats_and_gaps():
     check(model, inputs(SIZE + 1))
 
 
+def test_positions_holding_a_value_too_often_stay_with_the_kernels():
+    positions = [0, 1, 1, 1, 1, 1, 2, 3]  # 1 at five places: five Python lines a write
+    assert one_hot.MAX_WRITES < 5
+    source = compile_model(write_model(positions=positions)).source(0)
+    assert "_q" not in source and "_counter_ok" in source
+
+
 def test_positions_counting_up_from_an_offset_need_no_table():
     model = write_model(positions=np.arange(SIZE) + 3, factors=np.arange(SIZE) * 7 - 20)
     source = compile_model(model).source(0)
