@@ -107,6 +107,8 @@ def slice_step(plan: SubgraphPlan, step: Step, ints: dict, lengths: dict) -> Sli
     if 0 not in step.proven or tuple(step.kernel_inputs) != tuple(step.inputs):
         return None  # a result checked at run time keeps the kernel's path
     x, begin, size = step.inputs
+    if x in ints:
+        return None  # a value held as a Python int: the slice needs the array
     dims = tuple(plan.subgraph.operands[x].dimensions)
     if not dims or not all(dims):
         return None

@@ -151,6 +151,8 @@ def find(plan: SubgraphPlan, position: int, ints: dict) -> dict[int, object]:
     if 0 not in select.proven:
         return {}
     mask, value, buffer = select.inputs
+    if value in ints or buffer in ints:
+        return {}  # a [1] value held as a Python int (the tables here index arrays)
     out = _operand(plan, select.outputs[0])
     dims = tuple(out.dimensions)
     if not dims or not all(dims) or out.type not in _VALUES:
@@ -300,12 +302,15 @@ def emit(gen, source, plan: SubgraphPlan, found, ints, arrays, namer, uid: str):
             put = f"{namer(value)}[{index}]"
         else:
             element = namer(spread.element)
-            shape = tuple(_operand(plan, spread.element).dimensions)
-            tests.append(f"{element}.shape == {shape!r}")
+            if spread.element in ints:  # derived from the counter: already a Python int
+                x = ints[spread.element]
+            else:
+                shape = tuple(_operand(plan, spread.element).dimensions)
+                tests.append(f"{element}.shape == {shape!r}")
+                x = f"{element}.item()"
             k = str(positions.uniform)
             if positions.uniform is None:
                 k = f"{source.bind(name, positions)}.spread[_q]"
-            x = f"{element}.item()"
             left, right = (x, k) if spread.element_first else (k, x)
             put = f"{left} {spread.operator} {right}"
         source.line(at, f"if {' and '.join(tests)}:")
@@ -330,8 +335,10 @@ def emit(gen, source, plan: SubgraphPlan, found, ints, arrays, namer, uid: str):
         if own is not None:
             source.line(at + 1, f"{own} = {out}")
         source.line(at, "else:  # shapes other than the declared ones: the steps themselves")
-        if select.scalar not in arrays:
-            source.line(at + 1, f"{namer(select.scalar)} = _i32({ints[select.scalar]})")
+        wanted = [select.scalar] + ([spread.element] if spread else [])
+        for index in dict.fromkeys(wanted):  # counter-derived ints these steps read
+            if index in ints and index not in arrays:
+                source.line(at + 1, f"{namer(index)} = _i32({ints[index]})")
         for original in (select.mask_step, spread.step if spread else None, step):
             if original is not None:
                 gen.emit_operation(source, plan, original, namer, at + 1)

@@ -30,6 +30,7 @@ def write_model(
     counter_first=False,
     dtype=I32,
     also_read=False,
+    spread_counter=False,
 ):
     """WHILE(buf [1, SIZE], t, x [1], n): buf' = SELECT(EQUAL(positions, t + 1), value, buf).
 
@@ -63,7 +64,8 @@ def write_model(
     else:
         value = body.temporary(I32, [1, SIZE])
         k = body.constant(I32, factors.astype(np.int32).reshape(1, SIZE))
-        body.operation(spread, [x, k, act] if element_first else [k, x, act], [value])
+        element = at if spread_counter else x  # at: a Python int in the counter loop
+        body.operation(spread, [element, k, act] if element_first else [k, element, act], [value])
     body.operation(O.SELECT, [mask, value, buf], [buf_out])
     body.operation(O.ADD, [t, body.constant(I32, [1]), act], [t_out])
     if also_read:
@@ -126,6 +128,12 @@ def test_spread_variants(spread, factors, first, counter_first):
         spread=spread, factors=factors, element_first=first, counter_first=counter_first
     )
     check(model, inputs(SIZE, x=5))
+
+
+def test_spread_of_a_counter_derived_value():
+    """The element spread is t + 1 itself (a Python int in the loop, never an array)."""
+    got = check(write_model(spread_counter=True, factors=np.arange(SIZE) * 3), inputs(SIZE))
+    assert got[0][0, 2] == 2 * 6
 
 
 def test_positions_with_repeats_and_gaps():
