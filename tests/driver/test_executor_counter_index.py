@@ -139,3 +139,31 @@ def test_wraps_like_int32():
                 fast.run(ins)
         else:
             np.testing.assert_array_equal(fast.run(ins)[0], want[0])
+
+
+def test_slice_of_the_counter_itself():
+    """SLICE(t, t * 0, [1]): the input is a value held as a Python int, so the SLICE
+    kernel runs on its array (acc ends as the sum of the counter's values)."""
+    mb = ModelBuilder()
+    cond, body = mb.subgraph(), mb.subgraph()
+    state = [(I32, [1]), (I32, [1]), (I32, [1])]
+    ins = [cond.input(*s) for s in state]
+    cond.operation(O.LESS, [ins[1], ins[2]], [cond.output(BOOL8, [1])])
+    acc, t, _n = (body.input(*s) for s in state)
+    act = body.constant(T.INT32, 0)
+    acc_out, t_out = body.output(I32, [1]), body.output(I32, [1])
+    begin, part = body.temporary(I32, [1]), body.temporary(I32, [1])
+    body.operation(O.MUL, [t, body.constant(I32, [0]), act], [begin])
+    body.operation(O.SLICE, [t, begin, body.constant(I32, [1])], [part])
+    body.operation(O.ADD, [acc, part, act], [acc_out])
+    body.operation(O.ADD, [t, body.constant(I32, [1]), act], [t_out])
+    g = mb.main
+    a0, n = g.input(I32, [1]), g.input(I32, [1])
+    outs = [g.output(I32, [1]), g.output(I32, [1])]
+    refs = [g.subgraph_ref(cond), g.subgraph_ref(body)]
+    g.operation(O.WHILE, [*refs, a0, g.constant(I32, [0]), n], outs)
+    model = mb.build()
+    ins = [np.array([0], np.int32), np.array([5], np.int32)]
+    fast, got, want = both(model, ins)
+    assert "_counter_ok" in fast.source(0) and "].copy()" not in fast.source(0)
+    assert got[0].tolist() == want[0].tolist() == [0 + 1 + 2 + 3 + 4]
