@@ -188,3 +188,27 @@ def test_other_shapes_run_the_steps_themselves():
     else:
         for a, b in zip(fast.run(ins), want):
             np.testing.assert_array_equal(a, b)
+
+
+def test_function_rebuilt_from_its_recipe_gets_the_table(monkeypatch):
+    """A second model compiled alike reuses the generated text; its positions table
+    (closure ``h<subgraph>_<operation>``) is made from its own plans."""
+    from nnhal.driver.executor import codegen
+
+    rebuilt = []
+    original = codegen.Generator._rebuild
+
+    def counting(self, number, *args):
+        function = original(self, number, *args)
+        rebuilt.append(number)
+        return function
+
+    monkeypatch.setattr(codegen.Generator, "_rebuild", counting)
+    model = write_model(positions=[0, 2, 2, 5, 9, 9, 9, -1], factors=np.arange(SIZE) - 3)
+    recipes: dict = {}
+    first = compile_model(model, recipes=recipes)
+    second = compile_model(model, recipes=recipes)
+    assert 0 in rebuilt and "h2_" in second.source(0)
+    ins = inputs(SIZE + 1, x=7)
+    for a, b in zip(first.run(ins), second.run(ins)):
+        np.testing.assert_array_equal(a, b)
