@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
-from nnhal.driver.executor import control_flow, specialize
+from nnhal.driver.executor import control_flow, counter_index, one_hot, specialize
 from nnhal.driver.executor.code_cache import compile_source
 from nnhal.driver.executor.plan import Step, StepKind, SubgraphPlan, post_order
 from nnhal.driver.executor.tensor_guard import TensorGuard, is_tensor, too_big_result
@@ -112,6 +112,7 @@ _GLOBALS: dict[str, object] = {
     "_nb": lambda value: getattr(value, "nbytes", 0),
     **control_flow.RUNTIME_HELPERS,
     **specialize.RUNTIME_HELPERS,
+    **counter_index.RUNTIME_HELPERS,
 }
 
 
@@ -141,7 +142,7 @@ def _instantiate(text: str, values: list[object], what: str) -> Callable:
 
 
 #: a closure variable bound to a step's value: kind, subgraph, operation (``Generator.bind``)
-_STEP_VALUE = re.compile(r"(c|k|t|e|g|l|shape_check)(\d+)_(\d+)")
+_STEP_VALUE = re.compile(r"(c|k|t|e|g|h|l|shape_check)(\d+)_(\d+)")
 _FUNCTION = re.compile(r"f(\d+)")
 
 
@@ -357,6 +358,8 @@ class Generator:
             return TensorGuard(step, plan.subgraph.operands, self.max_tensor_bytes)
         if kind == "shape_check":
             return input_shape_check(plan, step)
+        if kind == "h":
+            return one_hot.table(plan, step)
         fast = specialize.fast_fully_connected(step)
         if fast is None:
             raise _Unresolved(kind)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-from nnhal.driver.executor import specialize
+from nnhal.driver.executor import counter_index, one_hot, specialize
 from nnhal.driver.executor.plan import StepKind
 
 from nnhal.errors import GeneralFailure, MissedDeadline
@@ -230,6 +230,11 @@ def _emit_counter_loop(
     test = (count, bound) if counter.counter_first else (bound, count)
     taken = {counter.step, *counter.scalars}
     hoisted = _hoist(gen, source, body_plan, step, uid, depth, taken)
+    for scalar in counter.scalars.values():
+        select = scalar[0] if isinstance(scalar, tuple) else scalar
+        own = one_hot.owned(uid, select) if isinstance(select, one_hot.OneHotSelect) else None
+        if own is not None:
+            source.line(depth, f"{own} = None")
     source.line(depth, f"{limit} = _mono() + _lt")
     source.line(depth, "while True:")
     inner = depth + 1
@@ -255,11 +260,30 @@ def _emit_counter_loop(
     )
     counter_in = body_plan.subgraph.inputIndexes[counter.counter]
     ints = {counter_in: count}
-    ints.update({s.output: f"{uid}j{s.output}" for s in counter.scalars.values()})
+    ints.update(
+        {s.output: f"{uid}j{s.output}" for s in counter.scalars.values() if hasattr(s, "output")}
+    )
     replace = {p: emit(body_namer) for p, emit in hoisted.items()}
     replace[counter.step] = advance
+    elements: dict[int, list[str]] = {}  # index vector -> its elements' expressions
     for position, scalar in counter.scalars.items():
-        replace[position] = _scalar_emitter(source, scalar, ints, counter.arrays, body_namer)
+        if isinstance(scalar, counter_index.VectorStep):
+            emitter = counter_index.emit_vector(
+                source, scalar, ints, elements, counter.arrays, body_namer
+            )
+        elif isinstance(scalar, counter_index.SliceStep):
+            emitter = counter_index.emit_slice(
+                gen, source, body_plan, scalar, ints, elements, body_namer
+            )
+        elif isinstance(scalar, one_hot.Absorbed):
+            emitter = one_hot.emit_absorbed
+        elif isinstance(scalar, (one_hot.OneHotSelect, tuple)):
+            emitter = one_hot.emit(
+                gen, source, body_plan, scalar, ints, counter.arrays, body_namer, uid
+            )
+        else:
+            emitter = _scalar_emitter(source, scalar, ints, counter.arrays, body_namer)
+        replace[position] = emitter
     for position, body_step in enumerate(body_plan.steps):
         if body_step.kind is StepKind.IF and body_step.inputs[0] in ints:
             replace[position] = _if_emitter(gen, source, body_plan, body_step, body_namer, ints)

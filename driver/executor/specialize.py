@@ -31,8 +31,11 @@ exact fallback:
 - **Counter arithmetic** (``scalar_steps``): in a counter loop, ADD/SUB/MUL,
   DIV by a nonzero constant and comparisons of int32 [1] values derived from
   the counter run on Python ints (int32 wrap-around kept); an IF whose
-  condition is such a comparison branches on a Python bool; a value other
-  steps read as a tensor is made an array once.
+  condition is such a comparison branches on a Python bool; a SLICE whose
+  begin is built from the counter slices with Python ints
+  (``counter_index``); a SELECT under an EQUAL of the counter and a constant
+  writes only where the mask holds (``one_hot``); a value other steps read as a tensor is made an
+  array once.
 - **Loop-invariant steps** (``invariant_steps``): a body operation whose
   inputs never change between iterations runs in the first iteration only
   (at its place, so errors and deadline checks stay where they were).
@@ -43,6 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from nnhal.driver.executor import counter_index, one_hot
 from nnhal.driver.executor.plan import Step, StepKind, SubgraphPlan
 from nnhal.driver.ops import fully_connected
 
@@ -276,13 +280,26 @@ def scalar_steps(
 
     A step qualifies when it is ADD/SUB/MUL (activation NONE), DIV by a nonzero
     constant, or a comparison, and each input is the counter, an earlier
-    qualifying result or an int32 constant of shape [1]. Values that other
+    qualifying result or an int32 constant of shape [1]; or when it is an index
+    vector or a SLICE at such a begin (``counter_index``), or a SELECT under a one-hot
+    mask of such a value (``one_hot``). Values that other
     steps (or the body outputs) read are materialized as arrays as well.
     """
-    ints = {counter_in: False}  # operand -> is boolean
-    steps: dict[int, ScalarStep] = {}
+    ints: dict[int, object] = {counter_in: False}  # operand -> is boolean (or VECTOR)
+    lengths: dict[int, int] = {}  # vector operand -> its element count
+    steps: dict[int, object] = {}
     for position, step in enumerate(body_plan.steps):
         if position == counter_step or step.kind is not StepKind.OPERATION or step.late:
+            continue
+        vector = counter_index.vector_step(body_plan, step, ints)
+        if vector is not None:
+            steps[position] = vector
+            ints[vector.output] = counter_index.VECTOR
+            lengths[vector.output] = len(vector.constants)
+            continue
+        sliced = counter_index.slice_step(body_plan, step, ints, lengths)
+        if sliced is not None:
+            steps[position] = sliced
             continue
         arith, compare = _INT_ARITH.get(step.name), _INT_COMPARE.get(step.name)
         if (arith is None and compare is None) or len(step.outputs) != 1:
@@ -311,6 +328,10 @@ def scalar_steps(
             continue
         steps[position] = ScalarStep(out, arith or compare, sides[0], sides[1], arith is None)
         ints[out] = arith is None
+    for position, step in enumerate(body_plan.steps):
+        found = {} if position in steps else one_hot.find(body_plan, position, ints)
+        if found and not steps.keys() & found.keys():
+            steps.update(found)
     # which of these values other steps or the body outputs read as arrays
     arrays: set[int] = set(body_plan.subgraph.outputIndexes) & set(ints)
     for position, step in enumerate(body_plan.steps):

@@ -572,3 +572,29 @@ def test_gather_one_index_into_the_first_axis_is_a_fresh_row(axis):
             kernel(table, np.array(bad, np.int32))
     both = np.array([2, 0], np.int32)
     np.testing.assert_array_equal(kernel(table, both), np.take(table, both, axis=0))
+
+
+@pytest.mark.parametrize("table", [f32((5, 3), const=True), i32((4,), const=True)])
+def test_gather_rows_of_a_constant_table(table):
+    """A constant table's rows are kept as arrays: one index gives a fresh copy of its row,
+    other indexes (several, out of range) what the generic kernel gives."""
+    from ops_harness import context
+
+    result = out(table.type, (1, *table.data.shape[1:]))
+    ctx = context(Op.GATHER, [table, scalar(0), ivec([0], const=False)], [result])
+    validate_operation(ctx)
+    kernel = ctx.op.kernel(ctx)
+    assert kernel.__name__ == "row"  # the rows path, not the generic kernel
+    data = table.data
+    for k in range(len(data)):
+        got = kernel(data, np.array([k], np.int32))
+        np.testing.assert_array_equal(got, np.take(data, [k], axis=0))
+        assert got.dtype == data.dtype and got.flags.writeable and got.base is None
+        got[...] = 0  # a fresh array: the table and the next call are untouched
+        np.testing.assert_array_equal(kernel(data, np.array([k], np.int32)), data[k : k + 1])
+    many = np.array([2, 0, 2], np.int32)
+    np.testing.assert_array_equal(kernel(data, many), np.take(data, many, axis=0))
+    with pytest.raises(GeneralFailure, match=r"index -1 is out of range"):
+        kernel(data, np.array([-1], np.int32))
+    with pytest.raises(GeneralFailure, match=rf"index {len(data)} is out of range"):
+        kernel(data, np.array([len(data)], np.int32))
