@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import grpc
-from nnhal.driver.executor.code_cache import reset_owner, set_owner
+from nnhal.driver.executor.code_cache import drop_owner, reset_owner, set_owner
 from nnhal.driver.faults import FaultSet, insufficient, model_operations
 from nnhal.driver.fences import Fence, FencedExecution
 from nnhal.driver.limits import check_model_size, limits_of, message_subgraphs
@@ -265,6 +265,13 @@ class ServiceState:
             fence.signal(False)
         released += len(self.buffers.take_owned(session))
         released += len(self.prepared_models.take_owned(session))
+        # what was kept to prepare this client's models faster goes too (not counted:
+        # no object of the client's)
+        owner = f"session:{session}"
+        analyses = getattr(self.device, "analyses", None)
+        if analyses is not None:
+            analyses.drop_owner(owner)
+        drop_owner(owner)
         return released
 
 

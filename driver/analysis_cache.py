@@ -151,6 +151,8 @@ class Analysis:
     recipes: dict = field(default_factory=dict)
     #: operation code -> the registry's definition (None: none) when the checks ran
     definitions: dict = field(default_factory=dict)
+    #: the client it was kept for (``code_cache.set_owner``; set by ``AnalysisCache.put``)
+    owner: str | None = None
 
     def __post_init__(self) -> None:
         if not self.definitions:
@@ -195,6 +197,7 @@ class AnalysisCache:
         size = sum(len(data) for data in _data(entry.model))
         if size > MAX_MODEL_BYTES:
             return
+        entry.owner = owner()
         with self._lock:
             old = self._entries.pop(key, None)
             if old is not None:
@@ -204,6 +207,15 @@ class AnalysisCache:
             while len(self._entries) > MAX_ENTRIES or self._bytes > MAX_BYTES:
                 _, dropped = self._entries.popitem(last=False)
                 self._bytes -= sum(len(data) for data in _data(dropped.model))
+
+    def drop_owner(self, gone: str) -> int:
+        """Forget the entries kept for client ``gone`` (its session ended); how many."""
+        with self._lock:
+            keys = [key for key, entry in self._entries.items() if entry.owner == gone]
+            for key in keys:
+                entry = self._entries.pop(key)
+                self._bytes -= sum(len(data) for data in _data(entry.model))
+        return len(keys)
 
     def clear(self) -> None:
         with self._lock:

@@ -82,6 +82,17 @@ def compile_source(text: str, filename: str) -> CodeType:
     return code
 
 
+def drop_owner(gone: str) -> int:
+    """Forget the code compiled for client ``gone`` (its session ended); how many."""
+    global _chars
+    with _lock:
+        keys = [key for key in _codes if key[0] == gone]
+        for key in keys:
+            del _codes[key]
+            _chars -= len(key[1])
+    return len(keys)
+
+
 def clear() -> None:
     """Forget every cached code object."""
     global _chars

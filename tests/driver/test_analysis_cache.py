@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from nnhal.driver import device as device_module
 from nnhal.driver.analysis_cache import model_key
 from nnhal.driver.backends.reference import ReferenceBackend
 from nnhal.driver.device import Device
+from nnhal.driver.executor import code_cache
 from nnhal.driver.executor.shapes import prove_shapes
 from nnhal.driver.ops import registry
 
@@ -228,6 +230,16 @@ def test_entries_serve_only_the_client_that_made_them(validations):
         # support questions are answered from the asking client's own entry too
         assert second.getSupportedOperations_1_3(_add_model(2.0)) == [True]
         assert len(validations) == 2
+        # a client's end (its session released) takes its entries and compiled code along
+        owner = f"session:{first.session.id}"
+        texts = [key for key in code_cache._codes if key[0] == owner]
+        assert texts
+        first.close()
+        deadline = time.monotonic() + 60
+        while len(device.analyses) != 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(device.analyses) == 1
+        assert not [key for key in code_cache._codes if key[0] == owner]
     finally:
         first.close()
         second.close()
