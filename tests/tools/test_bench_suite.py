@@ -9,6 +9,7 @@ counts are small so the file stays fast.
 from __future__ import annotations
 
 import csv
+import io
 import json
 
 import numpy as np
@@ -134,7 +135,7 @@ def test_run_suite_every_mode(workloads, tmp_path):
             s = c["stats"]
             assert s["min"] <= s["p50"] <= s["p90"] <= s["p95"] <= s["p99"] <= s["max"]
         assert w["fit"]["executor"]["per_iteration_us"] > 0
-        assert w["prepare"]["in_process_us"] > 0
+        assert w["prepare"]["in_process_us"] > 0 and w["prepare"]["in_process_first_us"] > 0
         assert isinstance(w["timing"], dict) and w["timing"]["timeInDriver"] > 0
     write_json(doc, tmp_path / "out.json")
     write_csv(doc, tmp_path / "out.csv")
@@ -184,15 +185,20 @@ def test_cli_suite_and_legacy(tmp_path, capsys):
 
 
 def test_targets_run_small():
-    from nnhal.tools.bench_targets import run_targets
+    from nnhal.tools.bench_targets import print_targets, run_targets
 
     targets = run_targets(rounds=1, big_elements=4096, transport_rounds=5,
-                          prepare={"x": {"in_process_us": 2.0, "onnxruntime_session_us": 4.0}})  # fmt: skip
+                          prepare={"x": {"in_process_us": 2.0, "onnxruntime_session_us": 4.0,
+                                         "in_process_first_us": 6.0}})  # fmt: skip
     assert targets["fixed_cost_us"]["value"] > 0
     for key in ("grpc_vs_echo", "burst_vs_pingpong", "inline_vs_shared_64mib"):
         assert targets[key]["ratio"] > 0
     assert targets["grpc_vs_echo"]["rounds"] == targets["burst_vs_pingpong"]["rounds"] == 5
     assert targets["prepare_vs_onnxruntime"]["ratios"] == {"x": 0.5}
+    assert targets["prepare_vs_onnxruntime"]["first_ratios"] == {"x": 1.5}
+    out = io.StringIO()
+    print_targets(targets, out)
+    assert "(x, target <= 1): first 1.50x (MISSED), again 0.50x (met)" in out.getvalue()
 
 
 def test_plots_written(tmp_path, workloads):
