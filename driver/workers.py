@@ -66,10 +66,26 @@ def worker_count(value: int | str) -> int:
     return count
 
 
+def compile_for_worker(key: int, model: Model, max_tensor_bytes: int | None) -> Any:
+    """The worker's compiled model for the server's prepared model ``key``.
+
+    The worker is not told the client, so its compiled code is kept per prepared
+    model (``code_cache.set_owner``): no client's first execution here is faster for
+    another client's model of the same graph having run here before."""
+    from nnhal.driver.executor import code_cache, compile_model
+    from nnhal.driver.executor.operands import map_model_pools
+
+    owner = code_cache.set_owner(f"prepared:{key}")
+    try:
+        return compile_model(
+            model, pool_views=map_model_pools(model), max_tensor_bytes=max_tensor_bytes
+        )
+    finally:
+        code_cache.reset_owner(owner)
+
+
 def _worker_main(conn: Any, threads: int) -> None:
     """A worker process: compile and run models as the server asks, until the pipe closes."""
-    from nnhal.driver.executor import compile_model
-    from nnhal.driver.executor.operands import map_model_pools
     from nnhal.driver.ops.threads import set_threads
 
     set_threads(threads)
@@ -85,9 +101,7 @@ def _worker_main(conn: Any, threads: int) -> None:
             if compiled is None:
                 if model is None:
                     raise GeneralFailure("execution worker: a model it does not hold")
-                compiled = compile_model(
-                    model, pool_views=map_model_pools(model), max_tensor_bytes=max_tensor_bytes
-                )
+                compiled = compile_for_worker(key, model, max_tensor_bytes)
                 models[key] = compiled
                 if len(models) > MODELS_PER_WORKER:
                     models.popitem(last=False)
