@@ -248,22 +248,11 @@ class _Parser:
             raise self.error(
                 "op_package_isolation", f'must be "process" or "inline", got {_show(isolation)}'
             )
-        threads = None
-        if "threads" in data:
-            from nnhal.driver.ops.threads import parse_threads
+        from nnhal.driver.ops.kernels import parse_kernels
+        from nnhal.driver.ops.threads import parse_threads
 
-            try:
-                threads = parse_threads(data["threads"])
-            except ValueError as exc:
-                raise self.error("threads", str(exc)) from None
-        kernels = None
-        if "kernels" in data:
-            from nnhal.driver.ops.kernels import parse_kernels
-
-            try:
-                kernels = parse_kernels(data["kernels"])
-            except ValueError as exc:
-                raise self.error("kernels", str(exc)) from None
+        threads = self._process_setting(data, "threads", parse_threads)
+        kernels = self._process_setting(data, "kernels", parse_kernels)
         return Profile(
             name=name,
             versionString=version,
@@ -319,6 +308,16 @@ class _Parser:
         if maximum is not None and value > maximum:
             raise self.error(key, f"must be at most {maximum}, got {value}")
         return value
+
+    def _process_setting(self, data: Mapping[str, Any], key: str, parse: Any) -> Any:
+        """``parse(data[key])`` for a process-wide setting (``threads``, ``kernels``), None
+        when absent; its ValueError names the key."""
+        if key not in data:
+            return None
+        try:
+            return parse(data[key])
+        except ValueError as exc:
+            raise self.error(key, str(exc)) from None
 
     def _string(self, value: Any, key: str, empty: bool = False) -> str:
         if not isinstance(value, str):
