@@ -127,6 +127,11 @@ def _data(model: Model) -> tuple[bytes, ...]:
     return (model.operandValues, *(pool.data for pool in model.pools))
 
 
+def _size(model: Model) -> int:
+    """Bytes of constant data a kept model holds (the bound ``MAX_BYTES`` counts)."""
+    return sum(len(data) for data in _data(model))
+
+
 @dataclass
 class Analysis:
     """One model's check results (filled in as the checks pass)."""
@@ -194,19 +199,19 @@ class AnalysisCache:
         return entry
 
     def put(self, key: bytes, entry: Analysis) -> None:
-        size = sum(len(data) for data in _data(entry.model))
+        size = _size(entry.model)
         if size > MAX_MODEL_BYTES:
             return
         entry.owner = owner()
         with self._lock:
             old = self._entries.pop(key, None)
             if old is not None:
-                self._bytes -= sum(len(data) for data in _data(old.model))
+                self._bytes -= _size(old.model)
             self._entries[key] = entry
             self._bytes += size
             while len(self._entries) > MAX_ENTRIES or self._bytes > MAX_BYTES:
                 _, dropped = self._entries.popitem(last=False)
-                self._bytes -= sum(len(data) for data in _data(dropped.model))
+                self._bytes -= _size(dropped.model)
 
     def drop_owner(self, gone: str) -> int:
         """Forget the entries kept for client ``gone`` (its session ended); how many."""
@@ -214,7 +219,7 @@ class AnalysisCache:
             keys = [key for key, entry in self._entries.items() if entry.owner == gone]
             for key in keys:
                 entry = self._entries.pop(key)
-                self._bytes -= sum(len(data) for data in _data(entry.model))
+                self._bytes -= _size(entry.model)
         return len(keys)
 
     def clear(self) -> None:
