@@ -86,7 +86,9 @@ def _wrap(exc: BaseException, locations: list[str | None]) -> HalError:
     if hal_error is not None:  # (op-package KernelFault: a worker's timeout, death, raise)
         return hal_error(prefix)
     if isinstance(exc, InvalidArgument):
-        return GeneralFailure(f"{prefix}: {exc.message}")
+        # a run-time shape rule's message names its operation already (ctx.fail)
+        message = exc.message
+        return GeneralFailure(message if message.startswith(prefix) else f"{prefix}: {message}")
     return GeneralFailure(f"{prefix}: kernel failed: {type(exc).__name__}: {exc}")
 
 

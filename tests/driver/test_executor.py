@@ -649,3 +649,18 @@ def test_no_value_inputs_need_no_run_time_shape_rule():
         np.testing.assert_array_equal(out, h_out)
     with pytest.raises(GeneralFailure, match=r"LSTM"):
         compile_model(unknown).run([np.ones((1, 3), np.float32), h, c])
+
+
+def test_a_run_time_shape_rule_failure_names_its_operation_once():
+    """Shapes known only at run time that the operation's rule refuses: GENERAL_FAILURE
+    naming the operation and its place once, then the rule."""
+    mb = ModelBuilder()
+    g = mb.main
+    a, b = g.input(T.TENSOR_FLOAT32, [0]), g.input(T.TENSOR_FLOAT32, [0])
+    g.operation(O.ADD, [a, b, g.constant(T.INT32, 0)], [g.output(T.TENSOR_FLOAT32, [0])])
+    compiled = compile_model(mb.build())
+    with pytest.raises(GeneralFailure) as info:
+        compiled.run([np.ones(3, np.float32), np.ones(2, np.float32)])
+    message = info.value.message
+    assert message.startswith("ADD (subgraph 0, operation 0): inputs 0 and 1 cannot be broadcast")
+    assert message.count("ADD (subgraph 0, operation 0)") == 1
