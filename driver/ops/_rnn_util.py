@@ -167,6 +167,20 @@ if hasattr(os, "register_at_fork"):  # POSIX only
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def ran_cell(kernel: Callable[..., object], *args: object) -> bool:
+    """Run a compiled cell on ``args`` (its outputs among them); False when numpy must
+    run the call instead: argument types it was not compiled for (TypeError), or a
+    failure of numba (then ``cells_failed``: numpy from now on)."""
+    try:
+        kernel(*args)
+    except TypeError:
+        return False
+    except Exception as exc:  # noqa: BLE001 (any failure of the compiled code)
+        cells_failed(exc)
+        return False
+    return True
+
+
 def cells_failed(exc: BaseException) -> None:
     """A compiled cell failed to import or compile: numpy runs the cells from now
     on, and ``kernels`` binds no compiled kernel any more."""

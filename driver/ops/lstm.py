@@ -49,7 +49,7 @@ from nnhal.driver.ops._lstm_util import (
     tensor_positions,
 )
 from nnhal.driver.ops._operand_rules import INT32_SCALAR, dtype_of, runtime_failure
-from nnhal.driver.ops._rnn_util import cells_failed, jit_cells
+from nnhal.driver.ops._rnn_util import jit_cells, ran_cell
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
 from nnhal.types import HalVersion, OperandType, OperationType
@@ -281,12 +281,8 @@ class FloatCell:
         out_tm = out if time_major else np.empty((gx.shape[1], batch, self.n_output), f32)
         if not time_major:
             gx = np.ascontiguousarray(gx.swapaxes(0, 1))
-        try:
-            cells.lstm_sequence(gx, h, c, self.wh, self.cifg, self.cell_clip, out_tm, reverse)
-        except TypeError:  # argument types it was not compiled for
-            return None
-        except Exception as exc:  # noqa: BLE001 (a failure of numba: numpy from now on)
-            cells_failed(exc)
+        args = (gx, h, c, self.wh, self.cifg, self.cell_clip, out_tm, reverse)
+        if not ran_cell(cells.lstm_sequence, *args):
             return None
         if not time_major:
             out[...] = out_tm.swapaxes(0, 1)
@@ -310,13 +306,7 @@ class FloatCell:
                 out = np.empty((batch, n_out), f32)
                 c_new = np.empty((batch, n), f32)
                 scratch = np.empty((batch, self.gates * n), f32)
-                try:
-                    cells.lstm_step(x, h, c, *self._step_args, out, c_new, scratch)
-                except TypeError:  # argument types it was not compiled for: numpy
-                    pass
-                except Exception as exc:  # noqa: BLE001 (a failure of numba: numpy from now on)
-                    cells_failed(exc)
-                else:
+                if ran_cell(cells.lstm_step, x, h, c, *self._step_args, out, c_new, scratch):
                     return scratch, out, c_new
         out, c_new, parts = self.single(x, h, c)
         return scratch_buffer(self, parts), out, c_new

@@ -39,10 +39,10 @@ from nnhal.driver.ops._rnn_util import (
     Dims,
     activation_inplace,
     bound_activation_code,
-    cells_failed,
     check_activation_code,
     fully_known,
     jit_cells,
+    ran_cell,
 )
 from nnhal.driver.ops.registry import Arg, OpContext, OperationDef, Shape, register
 
@@ -145,13 +145,7 @@ def _rnn_execute(ctx: OpContext) -> Callable[..., tuple]:
             cells = jit_cells()
             if cells is not None:
                 out = np.empty((x.shape[0], units), f32)
-                try:
-                    cells.rnn_step(x, h, w_r, bias, code, out)
-                except TypeError:  # argument types it was not compiled for: numpy
-                    pass
-                except Exception as exc:  # noqa: BLE001 (a failure of numba: numpy from now on)
-                    cells_failed(exc)
-                else:
+                if ran_cell(cells.rnn_step, x, h, w_r, bias, code, out):
                     return out, out.copy()
         # np.dot reaches BLAS with less dispatch than matmul (same sums)
         out = np.dot(x, w_t if w_t is not None else w.astype(f32).T)
@@ -224,12 +218,7 @@ def _compiled_recur(pre, h, r, code: int, out, reverse: bool) -> np.ndarray | No
     if cells is None or not steps or h.shape != (batch, units) or r.shape != (units, units):
         return None
     target = out if out.flags.c_contiguous else np.empty(pre.shape, f32)
-    try:
-        cells.rnn_sequence(np.ascontiguousarray(pre), h, r, code, target, reverse)
-    except TypeError:  # argument types it was not compiled for: numpy
-        return None
-    except Exception as exc:  # noqa: BLE001 (a failure of numba: numpy from now on)
-        cells_failed(exc)
+    if not ran_cell(cells.rnn_sequence, np.ascontiguousarray(pre), h, r, code, target, reverse):
         return None
     if target is not out:
         out[...] = target
