@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
-from nnhal.driver.executor import control_flow, counter_index, one_hot, specialize
+from nnhal.driver.executor import control_flow, counter_index, one_hot, row_index, specialize
 from nnhal.driver.executor.code_cache import compile_source
 from nnhal.driver.executor.plan import Step, StepKind, SubgraphPlan, post_order
 from nnhal.driver.executor.tensor_guard import TensorGuard, is_tensor, too_big_result
@@ -144,7 +144,7 @@ def _instantiate(text: str, values: list[object], what: str) -> Callable:
 
 
 #: a closure variable bound to a step's value: kind, subgraph, operation (``Generator.bind``)
-_STEP_VALUE = re.compile(r"(c|k|t|e|g|h|l|shape_check)(\d+)_(\d+)")
+_STEP_VALUE = re.compile(r"(c|k|t|e|g|h|l|r|shape_check)(\d+)_(\d+)")
 _FUNCTION = re.compile(r"f(\d+)")
 
 
@@ -362,6 +362,8 @@ class Generator:
             return input_shape_check(plan, step)
         if kind == "h":
             return one_hot.table(plan, step)
+        if kind == "r":
+            return row_index.rows(plan, step)
         fast = specialize.fast_fully_connected(step)
         if fast is None:
             raise _Unresolved(kind)
@@ -452,9 +454,7 @@ class Generator:
         if step.kind is not StepKind.OPERATION:
             missing = control_flow.no_value_input(step, namer)
         if missing is not None:
-            source.line(
-                depth, f"raise _no_input({step.location!r}, {missing[0]}, {missing[1]})"
-            )
+            source.line(depth, f"raise _no_input({step.location!r}, {missing[0]}, {missing[1]})")
         elif replace and position in replace:
             replace[position](depth)
         elif step.kind is StepKind.OPERATION:

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-from nnhal.driver.executor import counter_index, one_hot, specialize
+from nnhal.driver.executor import counter_index, one_hot, row_index, specialize
 from nnhal.driver.executor.plan import StepKind
 
 from nnhal.errors import GeneralFailure, MissedDeadline
@@ -275,6 +275,12 @@ def _emit_counter_loop(
             emitter = counter_index.emit_slice(
                 gen, source, body_plan, scalar, ints, elements, body_namer
             )
+        elif isinstance(scalar, row_index.RowArgmax):
+            emitter = row_index.emit_argmax(
+                gen, source, body_plan, scalar, ints, counter.arrays, body_namer
+            )
+        elif isinstance(scalar, row_index.RowGather):
+            emitter = row_index.emit_gather(gen, source, body_plan, scalar, ints, body_namer)
         elif isinstance(scalar, one_hot.Absorbed):
             emitter = one_hot.emit_absorbed
         elif isinstance(scalar, (one_hot.OneHotSelect, tuple)):
