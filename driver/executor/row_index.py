@@ -6,8 +6,9 @@ row and looks its embedding up with ``GATHER(E, 0, tok)``: as tensors that is
 GATHER kernel reading the index back out of it (0.26 µs). In a counter loop
 (``specialize.find_counter``) these steps are recognised at preparation:
 
-- ``RowArgmax``: ARGMAX (or ARGMIN) whose input has fully known dimensions that
-  are all 1 but the reduced axis, and whose result is an int32 [1]: the index
+- ``RowArgmax``: ARGMAX (or ARGMIN) whose input, of rank 1 or 2, has fully known
+  dimensions that are all 1 but the reduced axis (so the kernel's result is an
+  int32 [1], as the output is declared): the index
   is a Python int, ``x.argmax().item()`` (the flat index of a single row is the
   index along its axis; ties and NaN pick as the kernel's own ndarray method
   does), made an array only when other steps read it as one. The generated
@@ -84,6 +85,8 @@ def argmax_step(plan: SubgraphPlan, step: Step) -> RowArgmax | None:
     if not dims or not all(dims) or axis is None or not -len(dims) <= axis < len(dims):
         return None
     if int(np.prod(dims)) != dims[axis]:  # one row: every other axis is 1
+        return None
+    if len(dims) > 2:  # the kernel's result would be [1, 1, ...]: not the declared [1]
         return None
     return RowArgmax(step, step.outputs[0], method, dims)
 
