@@ -39,7 +39,14 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
-from nnhal.driver.executor import control_flow, counter_index, one_hot, row_index, specialize
+from nnhal.driver.executor import (
+    control_flow,
+    counter_index,
+    one_hot,
+    row_index,
+    shared_input,
+    specialize,
+)
 from nnhal.driver.executor.code_cache import compile_source
 from nnhal.driver.executor.plan import Step, StepKind, SubgraphPlan, post_order
 from nnhal.driver.executor.tensor_guard import TensorGuard, is_tensor, too_big_result
@@ -144,7 +151,7 @@ def _instantiate(text: str, values: list[object], what: str) -> Callable:
 
 
 #: a closure variable bound to a step's value: kind, subgraph, operation (``Generator.bind``)
-_STEP_VALUE = re.compile(r"(c|k|t|e|g|h|l|r|shape_check)(\d+)_(\d+)")
+_STEP_VALUE = re.compile(r"(c|k|t|e|g|h|l|r|jw|jb|shape_check)(\d+)_(\d+)")
 _FUNCTION = re.compile(r"f(\d+)")
 
 
@@ -364,6 +371,11 @@ class Generator:
             return one_hot.table(plan, step)
         if kind == "r":
             return row_index.rows(plan, step)
+        if kind in ("jw", "jb"):
+            joint = self.joint(plan, step)
+            if joint is None or joint.steps[0] is not step:
+                raise _Unresolved(kind)
+            return joint.weights if kind == "jw" else joint.bias
         fast = specialize.fast_fully_connected(step)
         if fast is None:
             raise _Unresolved(kind)
@@ -469,6 +481,11 @@ class Generator:
     ) -> None:
         args = ", ".join(namer(i) for i in step.kernel_inputs)
         fast = specialize.fast_fully_connected(step) if self.specialize else None
+        joint = self.joint(plan, step) if fast is not None else None
+        if joint is not None:
+            shared_input.emit(source, plan, joint, step, namer, depth)
+            self.emit_shape_checks(source, plan, step, [namer(step.outputs[0])], depth)
+            return
         if fast is not None:
             wt, bias = fast
             x = namer(step.kernel_inputs[0])
@@ -507,6 +524,13 @@ class Generator:
                 f"{position}, {step.outputs[position]}, {out}, {self.max_tensor_bytes})",
             )
         self.emit_shape_checks(source, plan, step, outputs, depth)
+
+    def joint(self, plan: SubgraphPlan, step: Step) -> shared_input.Joint | None:
+        """The FULLY_CONNECTED steps ``step`` shares its product with (``shared_input``),
+        or None. Not in a plan split into chunks: the product would not reach a later one."""
+        if not self.specialize or len(plan.steps) > CHUNK_STEPS:
+            return None
+        return shared_input.joints(plan, specialize.fast_fully_connected).get(step.index)
 
     def _unproven_tensors(self, plan: SubgraphPlan, step: Step) -> list[int]:
         """Output positions the size limit checks at run time (none without a limit)."""
