@@ -246,8 +246,14 @@ def _emit_counter_loop(
     source.line(inner, f"if _mono() > {limit}: raise _loop_timeout({location!r}, _lt)")
 
     following = f"{uid}k"  # the next counter value (steps after the ADD still read this one)
+    # a body step before the counter's own ADD that computes the same value (t + 1 as a
+    # write position): its int is taken rather than computed again
+    same = _same_as_advance(body_plan, counter, f"{uid}j")
 
     def advance(at: int) -> None:
+        if same is not None:
+            source.line(at, f"{following} = {same}")
+            return
         source.line(at, f"{following} = {count} + {counter.delta}")
         source.line(
             at, f"if not -2147483649 < {following} < 2147483648: {following} = _wrap32({following})"
@@ -301,6 +307,20 @@ def _emit_counter_loop(
         results = [body_namer(body_plan.subgraph.outputIndexes[k]) for k in others]
         source.line(inner, f"{_targets([state[k] for k in others])} = {_targets(results)}")
     source.line(depth, f"{state[counter.counter]} = _i32({count})")
+
+
+def _same_as_advance(body_plan, counter: specialize.CounterLoop, stem: str) -> str | None:
+    """The int variable of a ``ScalarStep`` placed before the counter's ADD/SUB that is
+    ``counter + delta`` (or ``counter - -delta``), or None."""
+    counter_in = body_plan.subgraph.inputIndexes[counter.counter]
+    forms = {("+", counter_in, f"c{counter.delta}"), ("-", counter_in, f"c{-counter.delta}")}
+    forms.add(("+", f"c{counter.delta}", counter_in))
+    for position, scalar in counter.scalars.items():
+        if position > counter.step or not isinstance(scalar, specialize.ScalarStep):
+            continue
+        if (scalar.operator, scalar.left, scalar.right) in forms:
+            return f"{stem}{scalar.output}"
+    return None
 
 
 def _scalar_emitter(source, scalar, ints, arrays, namer):

@@ -11,9 +11,10 @@ GATHER kernel reading the index back out of it (0.26 µs). In a counter loop
   int32 [1], as the output is declared): the index
   is a Python int, ``x.argmax().item()`` (the flat index of a single row is the
   index along its axis; ties and NaN pick as the kernel's own ndarray method
-  does), made an array only when other steps read it as one. The generated
-  code checks that the run-time shape is the declared one; otherwise the
-  step's kernel runs and its result is read into the int.
+  does), made an array only when other steps read it as one. Unless the input
+  is an earlier step's result whose shape was proven at preparation, the
+  generated code checks that the run-time shape is the declared one;
+  otherwise the step's kernel runs and its result is read into the int.
 - ``RowGather``: GATHER along the first axis of a constant table (at most
   ``slicing.ROWS_BYTES``) at an index held as a Python int (such an index, or
   one derived from the counter): the table's rows are made read-only arrays
@@ -48,6 +49,8 @@ class RowArgmax:
     output: int
     method: str  # "argmax" or "argmin"
     dims: tuple[int, ...]  # the input's declared dimensions
+    #: the input is an earlier step's result proven to have ``dims``: no run-time test
+    proven: bool = False
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,16 @@ def argmax_step(plan: SubgraphPlan, step: Step) -> RowArgmax | None:
         return None
     if len(dims) > 2:  # the kernel's result would be [1, 1, ...]: not the declared [1]
         return None
-    return RowArgmax(step, step.outputs[0], method, dims)
+    return RowArgmax(step, step.outputs[0], method, dims, _proven(plan, step.inputs[0]))
+
+
+def _proven(plan: SubgraphPlan, index: int) -> bool:
+    """Whether operand ``index`` is a result whose shape ``shapes`` proved (its declared
+    dimensions, fully known here, are then its run-time shape)."""
+    for step in plan.steps:
+        if index in step.outputs:
+            return step.kind is StepKind.OPERATION and step.outputs.index(index) in step.proven
+    return False
 
 
 def gather_step(plan: SubgraphPlan, step: Step, ints: dict) -> RowGather | None:
@@ -124,6 +136,11 @@ def emit_argmax(gen, source, plan: SubgraphPlan, found: RowArgmax, ints, arrays,
 
     def emit(at: int) -> None:
         x, out, k = namer(step.inputs[0]), namer(found.output), ints[found.output]
+        if found.proven:
+            source.line(at, f"{k} = {x}.{found.method}().item()")
+            if found.output in arrays:
+                source.line(at, f"{out} = _i32({k})")
+            return
         source.line(at, f"if {x}.shape == {found.dims!r}:")
         source.line(at + 1, f"{k} = {x}.{found.method}().item()")
         if found.output in arrays:
