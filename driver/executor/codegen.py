@@ -42,6 +42,7 @@ import numpy as np
 from nnhal.driver.executor import (
     control_flow,
     counter_index,
+    in_place,
     one_hot,
     row_index,
     shared_input,
@@ -233,6 +234,9 @@ class Generator:
         self.specialize = specialize
         self.functions: dict[int, Callable] = {}
         self.sources: dict[int, str] = {}
+        #: subgraph -> indexes of its steps a loop computes in its first iteration only
+        #: (``control_flow._hoist``): their results are never written in place
+        self.first_only: dict[int, set[int]] = {}
         self._chunk_sources: dict[int, list[str]] = {}
 
     # -- driving ---------------------------------------------------------
@@ -515,7 +519,15 @@ class Generator:
             source.line(
                 depth, f"{source.bind(f'shape_check{plan.index}_{step.index}', check)}({args})"
             )
-        source.line(depth, f"{target} = {call}")
+        reuse = None
+        if self.specialize and check is None and not unproven:
+            reuse = in_place.reusable_input(plan, step, self.first_only.get(plan.index, set()))
+        if reuse is not None:  # a unary ufunc over a fresh array nobody else reads
+            x = namer(reuse)
+            source.line(depth, f"{kernel}({x}, {x})")
+            source.line(depth, f"{target} = {x}")
+        else:
+            source.line(depth, f"{target} = {call}")
         for position in unproven:
             out = outputs[position]
             source.line(

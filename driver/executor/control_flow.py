@@ -362,6 +362,8 @@ def _hoist(gen, source, body_plan, step, uid, depth, taken: set[int]) -> dict:
     positions = specialize.invariant_steps(body_plan, n_carried, taken)
     if not positions:
         return {}
+    first_only = gen.first_only.setdefault(body_plan.index, set())
+    first_only.update(body_plan.steps[p].index for p in positions)
     names = Namer(source, body_plan, f"{uid}b")
     for position in positions:
         for index in body_plan.steps[position].outputs:
