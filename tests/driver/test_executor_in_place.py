@@ -107,3 +107,20 @@ def test_not_over_a_value_kept_for_later_iterations():
     got = assert_same_outcome(fast, generic, [a, b, np.array([4], np.int32)])
     assert got is not None
     np.testing.assert_allclose(got[0], a + 4 * np.tanh(b + b), rtol=1e-5)
+
+
+def test_not_over_a_value_of_unknown_rank():
+    """With no rank declared the sum may be 0-d, which numpy gives as a scalar: no array
+    to write into; the kernels run as generic."""
+    mb = ModelBuilder()
+    g = mb.main
+    a, b = g.input(F32, []), g.input(F32, [])
+    total = g.temporary(F32, [])
+    g.operation(O.ADD, [a, b, g.constant(T.INT32, 0)], [total])
+    g.operation(O.TANH, [total], [g.output(F32, [])])
+    model = mb.build()
+    assert not in_place(model)
+    fast, generic = compile_model(model), compile_model(model, specialize=False)
+    x = np.array(0.25, np.float32)
+    got = assert_same_outcome(fast, generic, [x, x])
+    assert got is not None and got[0].shape == ()
