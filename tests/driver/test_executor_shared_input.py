@@ -174,7 +174,7 @@ def test_greedy_decoder_tokens_as_generic():
 
     w = greedy()
     fast, generic = compile_model(w.model), compile_model(w.model, specialize=False)
-    assert "jw2_" in fast.source(0) and ".argmax().item()" in fast.source(0)
+    assert "jw2_" in fast.source(0) and ".argmax())" in fast.source(0)
     for n in (0, 1, 50):
         ins = w.inputs(n)
         got, want = fast.run(ins), generic.run(ins)
