@@ -152,7 +152,7 @@ def _instantiate(text: str, values: list[object], what: str) -> Callable:
 
 
 #: a closure variable bound to a step's value: kind, subgraph, operation (``Generator.bind``)
-_STEP_VALUE = re.compile(r"(c|k|t|e|g|h|l|r|jw|jb|shape_check)(\d+)_(\d+)")
+_STEP_VALUE = re.compile(r"(c|k|t|e|g|h|l|r|jw|jb|jk|shape_check)(\d+)_(\d+)")
 _FUNCTION = re.compile(r"f(\d+)")
 
 
@@ -375,10 +375,12 @@ class Generator:
             return one_hot.table(plan, step)
         if kind == "r":
             return row_index.rows(plan, step)
-        if kind in ("jw", "jb"):
+        if kind in ("jw", "jb", "jk"):
             joint = self.joint(plan, step)
-            if joint is None or joint.steps[0] is not step:
+            if joint is None or (kind != "jk" and joint.steps[0] is not step):
                 raise _Unresolved(kind)
+            if kind == "jk":
+                return shared_input.columns(joint, step)
             return joint.weights if kind == "jw" else joint.bias
         fast = specialize.fast_fully_connected(step)
         if fast is None:

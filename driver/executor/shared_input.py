@@ -106,5 +106,12 @@ def emit(source, plan: SubgraphPlan, joint: Joint, step: Step, namer, depth: int
         if joint.bias is not None:
             b = source.bind(f"jb{plan.index}_{first.index}", joint.bias)
             source.line(depth, f"_addto({product}, {b}, {product})")
+    # the index as a bound tuple of slices: Python builds none per call (0.06 against 0.10 µs)
+    key = source.bind(f"jk{plan.index}_{step.index}", columns(joint, step))
+    source.line(depth, f"{namer(step.outputs[0])} = {product}[{key}]")
+
+
+def columns(joint: Joint, step: Step) -> tuple[slice, slice]:
+    """The index of ``step``'s columns in the joint product."""
     start, stop = joint.columns[joint.steps.index(step)]
-    source.line(depth, f"{namer(step.outputs[0])} = {product}[:, {start}:{stop}]")
+    return (slice(None), slice(start, stop))
