@@ -16,9 +16,10 @@ steps of one subgraph that all
 become one ``np.dot`` with the weights side by side (and one bias add), made
 where the first of them stands; each step's result is its columns of that
 product, a view taken at the step's own place. Results are the same sums in
-another BLAS call, so they may differ from the separate products in the last
-bits (a different order of summation, which NNAPI's float32 tolerance
-allows); integers computed from them (an ARGMAX) follow the floats.
+another BLAS call, so they may differ from the separate products by the
+order of summation (up to about two float32 epsilons of the sum of the terms'
+magnitudes, which NNAPI's float32 tolerance allows); integers computed from
+them (an ARGMAX) follow the floats.
 
 Views are what some kernels hand back as well; ``CompiledModel._finish`` and the
 WHILE results copy what is not an array of its own.
