@@ -10,7 +10,10 @@ lookups, no interpreter loop. On the Fibonacci WHILE of
 ``bench/executor_bench.py`` this takes 2.1 µs per iteration against 5.0 µs
 for a generic loop over the same step objects; with the patterns of
 ``specialize`` (counter in a Python int, FULLY_CONNECTED as ``np.dot``;
-``Generator(specialize=False)`` turns them off) about 0.5 µs.
+``Generator(specialize=False)`` turns them off) about 0.5 µs. Also off
+without ``specialize``: dense layers sharing an input as one product
+(``shared_input``) and a unary ufunc writing over a fresh ufunc result
+(``in_place``).
 
 Two variants of every function are generated: without any deadline check
 (the common case costs nothing), and with one integer comparison against

@@ -27,7 +27,8 @@ exact fallback:
   not added, so a result of -0.0 keeps its sign (the generic kernel's
   ``+= 0`` turns it into +0.0; both compare equal). The bias is kept as
   ``[1, units]``: numpy adds operands of one shape without its broadcasting
-  machinery, a third of the cost at batch 1.
+  machinery, a third of the cost at batch 1. Several such layers on one
+  ``[1, size]`` input become one product (``shared_input``).
 - **Counter arithmetic** (``scalar_steps``): in a counter loop, ADD/SUB/MUL,
   DIV by a nonzero constant and comparisons of int32 [1] values derived from
   the counter run on Python ints (int32 wrap-around kept); an IF whose
