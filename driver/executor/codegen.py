@@ -10,7 +10,10 @@ lookups, no interpreter loop. On the Fibonacci WHILE of
 ``bench/executor_bench.py`` this takes 2.1 µs per iteration against 5.0 µs
 for a generic loop over the same step objects; with the patterns of
 ``specialize`` (counter in a Python int, FULLY_CONNECTED as ``np.dot``;
-``Generator(specialize=False)`` turns them off) about 0.5 µs.
+``Generator(specialize=False)`` turns them off) about 0.5 µs. Also off
+without ``specialize``: dense layers sharing an input as one product
+(``shared_input``) and a unary ufunc writing over a fresh ufunc result
+(``in_place``).
 
 Two variants of every function are generated: without any deadline check
 (the common case costs nothing), and with one integer comparison against
@@ -39,7 +42,15 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
-from nnhal.driver.executor import control_flow, counter_index, one_hot, specialize
+from nnhal.driver.executor import (
+    control_flow,
+    counter_index,
+    in_place,
+    one_hot,
+    row_index,
+    shared_input,
+    specialize,
+)
 from nnhal.driver.executor.code_cache import compile_source
 from nnhal.driver.executor.plan import Step, StepKind, SubgraphPlan, post_order
 from nnhal.driver.executor.tensor_guard import TensorGuard, is_tensor, too_big_result
@@ -144,7 +155,7 @@ def _instantiate(text: str, values: list[object], what: str) -> Callable:
 
 
 #: a closure variable bound to a step's value: kind, subgraph, operation (``Generator.bind``)
-_STEP_VALUE = re.compile(r"(c|k|t|e|g|h|l|shape_check)(\d+)_(\d+)")
+_STEP_VALUE = re.compile(r"(c|k|t|e|g|h|l|r|jw|jb|jk|shape_check)(\d+)_(\d+)")
 _FUNCTION = re.compile(r"f(\d+)")
 
 
@@ -226,6 +237,9 @@ class Generator:
         self.specialize = specialize
         self.functions: dict[int, Callable] = {}
         self.sources: dict[int, str] = {}
+        #: subgraph -> indexes of its steps a loop computes in its first iteration only
+        #: (``control_flow._hoist``): their results are never written in place
+        self.first_only: dict[int, set[int]] = {}
         self._chunk_sources: dict[int, list[str]] = {}
 
     # -- driving ---------------------------------------------------------
@@ -362,6 +376,15 @@ class Generator:
             return input_shape_check(plan, step)
         if kind == "h":
             return one_hot.table(plan, step)
+        if kind == "r":
+            return row_index.rows(plan, step)
+        if kind in ("jw", "jb", "jk"):
+            joint = self.joint(plan, step)
+            if joint is None or (kind != "jk" and joint.steps[0] is not step):
+                raise _Unresolved(kind)
+            if kind == "jk":
+                return shared_input.columns(joint, step)
+            return joint.weights if kind == "jw" else joint.bias
         fast = specialize.fast_fully_connected(step)
         if fast is None:
             raise _Unresolved(kind)
@@ -452,9 +475,7 @@ class Generator:
         if step.kind is not StepKind.OPERATION:
             missing = control_flow.no_value_input(step, namer)
         if missing is not None:
-            source.line(
-                depth, f"raise _no_input({step.location!r}, {missing[0]}, {missing[1]})"
-            )
+            source.line(depth, f"raise _no_input({step.location!r}, {missing[0]}, {missing[1]})")
         elif replace and position in replace:
             replace[position](depth)
         elif step.kind is StepKind.OPERATION:
@@ -469,6 +490,11 @@ class Generator:
     ) -> None:
         args = ", ".join(namer(i) for i in step.kernel_inputs)
         fast = specialize.fast_fully_connected(step) if self.specialize else None
+        joint = self.joint(plan, step) if fast is not None else None
+        if joint is not None:
+            shared_input.emit(source, plan, joint, step, namer, depth)
+            self.emit_shape_checks(source, plan, step, [namer(step.outputs[0])], depth)
+            return
         if fast is not None:
             wt, bias = fast
             x = namer(step.kernel_inputs[0])
@@ -498,7 +524,15 @@ class Generator:
             source.line(
                 depth, f"{source.bind(f'shape_check{plan.index}_{step.index}', check)}({args})"
             )
-        source.line(depth, f"{target} = {call}")
+        reuse = None
+        if self.specialize and check is None and not unproven:
+            reuse = in_place.reusable_input(plan, step, self.first_only.get(plan.index, set()))
+        if reuse is not None:  # a unary ufunc over a fresh array nobody else reads
+            x = namer(reuse)
+            source.line(depth, f"{kernel}({x}, {x})")
+            source.line(depth, f"{target} = {x}")
+        else:
+            source.line(depth, f"{target} = {call}")
         for position in unproven:
             out = outputs[position]
             source.line(
@@ -507,6 +541,13 @@ class Generator:
                 f"{position}, {step.outputs[position]}, {out}, {self.max_tensor_bytes})",
             )
         self.emit_shape_checks(source, plan, step, outputs, depth)
+
+    def joint(self, plan: SubgraphPlan, step: Step) -> shared_input.Joint | None:
+        """The FULLY_CONNECTED steps ``step`` shares its product with (``shared_input``),
+        or None. Not in a plan split into chunks: the product would not reach a later one."""
+        if not self.specialize or len(plan.steps) > CHUNK_STEPS:
+            return None
+        return shared_input.joints(plan, specialize.fast_fully_connected).get(step.index)
 
     def _unproven_tensors(self, plan: SubgraphPlan, step: Step) -> list[int]:
         """Output positions the size limit checks at run time (none without a limit)."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-from nnhal.driver.executor import counter_index, one_hot, specialize
+from nnhal.driver.executor import counter_index, one_hot, row_index, specialize
 from nnhal.driver.executor.plan import StepKind
 
 from nnhal.errors import GeneralFailure, MissedDeadline
@@ -246,8 +246,14 @@ def _emit_counter_loop(
     source.line(inner, f"if _mono() > {limit}: raise _loop_timeout({location!r}, _lt)")
 
     following = f"{uid}k"  # the next counter value (steps after the ADD still read this one)
+    # a body step before the counter's own ADD that computes the same value (t + 1 as a
+    # write position): its int is taken rather than computed again
+    same = _same_as_advance(body_plan, counter, f"{uid}j")
 
     def advance(at: int) -> None:
+        if same is not None:
+            source.line(at, f"{following} = {same}")
+            return
         source.line(at, f"{following} = {count} + {counter.delta}")
         source.line(
             at, f"if not -2147483649 < {following} < 2147483648: {following} = _wrap32({following})"
@@ -275,6 +281,12 @@ def _emit_counter_loop(
             emitter = counter_index.emit_slice(
                 gen, source, body_plan, scalar, ints, elements, body_namer
             )
+        elif isinstance(scalar, row_index.RowArgmax):
+            emitter = row_index.emit_argmax(
+                gen, source, body_plan, scalar, ints, counter.arrays, body_namer
+            )
+        elif isinstance(scalar, row_index.RowGather):
+            emitter = row_index.emit_gather(gen, source, body_plan, scalar, ints, body_namer)
         elif isinstance(scalar, one_hot.Absorbed):
             emitter = one_hot.emit_absorbed
         elif isinstance(scalar, (one_hot.OneHotSelect, tuple)):
@@ -295,6 +307,20 @@ def _emit_counter_loop(
         results = [body_namer(body_plan.subgraph.outputIndexes[k]) for k in others]
         source.line(inner, f"{_targets([state[k] for k in others])} = {_targets(results)}")
     source.line(depth, f"{state[counter.counter]} = _i32({count})")
+
+
+def _same_as_advance(body_plan, counter: specialize.CounterLoop, stem: str) -> str | None:
+    """The int variable of a ``ScalarStep`` placed before the counter's ADD/SUB that is
+    ``counter + delta`` (or ``counter - -delta``), or None."""
+    counter_in = body_plan.subgraph.inputIndexes[counter.counter]
+    forms = {("+", counter_in, f"c{counter.delta}"), ("-", counter_in, f"c{-counter.delta}")}
+    forms.add(("+", f"c{counter.delta}", counter_in))
+    for position, scalar in counter.scalars.items():
+        if position > counter.step or not isinstance(scalar, specialize.ScalarStep):
+            continue
+        if (scalar.operator, scalar.left, scalar.right) in forms:
+            return f"{stem}{scalar.output}"
+    return None
 
 
 def _scalar_emitter(source, scalar, ints, arrays, namer):
@@ -336,6 +362,8 @@ def _hoist(gen, source, body_plan, step, uid, depth, taken: set[int]) -> dict:
     positions = specialize.invariant_steps(body_plan, n_carried, taken)
     if not positions:
         return {}
+    first_only = gen.first_only.setdefault(body_plan.index, set())
+    first_only.update(body_plan.steps[p].index for p in positions)
     names = Namer(source, body_plan, f"{uid}b")
     for position in positions:
         for index in body_plan.steps[position].outputs:

@@ -280,6 +280,15 @@ def _index(dims: tuple[int, ...], flat: str) -> str:
     return ", ".join(reversed(parts))
 
 
+def _identity(spread: Spread, uniform: int | None) -> bool:
+    """Whether spreading with the constant ``uniform`` leaves the element as it is."""
+    if spread.operator == "*":
+        return uniform == 1
+    if spread.operator == "+":
+        return uniform == 0
+    return uniform == 0 and spread.element_first  # element - 0
+
+
 def emit_absorbed(at: int) -> None:
     """The place of an absorbed step: its work is done at the SELECT."""
 
@@ -320,7 +329,8 @@ def emit(gen, source, plan: SubgraphPlan, found, ints, arrays, namer, uid: str):
             source.line(at + 1, f"{out} = {b} if {b} is {own} else {b}.copy()")
         scalar = ints[select.scalar]
         if positions.offset is not None:
-            source.line(at + 1, f"_q = {scalar} - {positions.offset}")
+            shift = f" - {positions.offset}" if positions.offset else ""
+            source.line(at + 1, f"_q = {scalar}{shift}")
             source.line(at + 1, f"if 0 <= _q < {int(np.prod(select.dims))}:")
         else:
             source.line(
@@ -328,6 +338,9 @@ def emit(gen, source, plan: SubgraphPlan, found, ints, arrays, namer, uid: str):
             )
         if spread is None:
             source.line(at + 2, f"{out}[{index}] = {put}")
+        elif spread.element in ints and _identity(spread, positions.uniform):
+            # the Python int itself: an int32 value already (ints are kept wrapped)
+            source.line(at + 2, f"{out}[{index}] = {ints[spread.element]}")
         else:  # numpy's int32 arithmetic wraps around
             source.line(at + 2, f"_v = {put}")
             source.line(at + 2, "if not -2147483649 < _v < 2147483648: _v = _wrap32(_v)")

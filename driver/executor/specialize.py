@@ -27,15 +27,18 @@ exact fallback:
   not added, so a result of -0.0 keeps its sign (the generic kernel's
   ``+= 0`` turns it into +0.0; both compare equal). The bias is kept as
   ``[1, units]``: numpy adds operands of one shape without its broadcasting
-  machinery, a third of the cost at batch 1.
+  machinery, a third of the cost at batch 1. Several such layers on one
+  ``[1, size]`` input become one product (``shared_input``).
 - **Counter arithmetic** (``scalar_steps``): in a counter loop, ADD/SUB/MUL,
   DIV by a nonzero constant and comparisons of int32 [1] values derived from
   the counter run on Python ints (int32 wrap-around kept); an IF whose
   condition is such a comparison branches on a Python bool; a SLICE whose
   begin is built from the counter slices with Python ints
   (``counter_index``); a SELECT under an EQUAL of the counter and a constant
-  writes only where the mask holds (``one_hot``); a value other steps read as a tensor is made an
-  array once.
+  writes only where the mask holds (``one_hot``); the index an ARGMAX picks from one
+  row is such an int, and a GATHER of a constant table at such an int is one of the
+  table's rows made ahead (``row_index``); a value other steps read as a tensor is
+  made an array once.
 - **Loop-invariant steps** (``invariant_steps``): a body operation whose
   inputs never change between iterations runs in the first iteration only
   (at its place, so errors and deadline checks stay where they were).
@@ -46,7 +49,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from nnhal.driver.executor import counter_index, one_hot
+from nnhal.driver.executor import counter_index, one_hot, row_index
 from nnhal.driver.executor.plan import Step, StepKind, SubgraphPlan
 from nnhal.driver.ops import fully_connected
 
@@ -282,7 +285,8 @@ def scalar_steps(
     constant, or a comparison, and each input is the counter, an earlier
     qualifying result or an int32 constant of shape [1]; or when it is an index
     vector or a SLICE at such a begin (``counter_index``), or a SELECT under a one-hot
-    mask of such a value (``one_hot``). Values that other
+    mask of such a value (``one_hot``); an ARGMAX of one row gives such a value, and a
+    GATHER of a constant table at one is a row (``row_index``). Values that other
     steps (or the body outputs) read are materialized as arrays as well.
     """
     ints: dict[int, object] = {counter_in: False}  # operand -> is boolean (or VECTOR)
@@ -300,6 +304,15 @@ def scalar_steps(
         sliced = counter_index.slice_step(body_plan, step, ints, lengths)
         if sliced is not None:
             steps[position] = sliced
+            continue
+        picked = row_index.argmax_step(body_plan, step)
+        if picked is not None:
+            steps[position] = picked
+            ints[picked.output] = False
+            continue
+        row = row_index.gather_step(body_plan, step, ints)
+        if row is not None:
+            steps[position] = row
             continue
         arith, compare = _INT_ARITH.get(step.name), _INT_COMPARE.get(step.name)
         if (arith is None and compare is None) or len(step.outputs) != 1:
@@ -356,6 +369,7 @@ RUNTIME_HELPERS["_b8"] = _b8
 # ---------------------------------------------------------------------------
 # loop-invariant steps of a WHILE body
 # ---------------------------------------------------------------------------
+
 
 class _Unset:
     """The value of a hoisted result before the loop's first iteration computed it."""

@@ -203,3 +203,24 @@ def test_function_rebuilt_from_its_recipe_gets_the_table(monkeypatch):
     ins = inputs(SIZE + 1, x=7)
     for a, b in zip(first.run(ins), second.run(ins)):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    ("spread", "factor", "first"),
+    [(O.MUL, 1, False), (O.ADD, 0, True), (O.SUB, 0, True)],  # 1 * t, t + 0, t - 0
+)
+def test_spread_that_leaves_an_int_as_it_is(spread, factor, first):
+    """The element is a Python int (t + 1) and the spread keeps it: it is written as is."""
+    model = write_model(
+        spread=spread, factors=np.full(SIZE, factor), element_first=first, spread_counter=True
+    )
+    got = check(model, inputs(SIZE))
+    assert "_v = " not in compile_model(model).source(0)
+    assert got[0][0, 3] == 3
+
+
+def test_write_position_is_the_next_counter_value():
+    """at = t + 1 is the counter's next value too: the loop takes it, not a second sum."""
+    source = compile_model(write_model()).source(0)
+    assert "w1k = w1j" in source and "w1k = w1i + 1" not in source
+    check(write_model(), inputs(SIZE + 2))
