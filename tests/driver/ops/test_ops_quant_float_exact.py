@@ -8,6 +8,8 @@ import pytest
 from nnhal.driver.ops import _qexact, quant
 from nnhal.driver.ops._conv_util import multipliers, requantizer
 
+from nnhal.errors import InvalidArgument
+
 
 def _cases():
     rng = np.random.default_rng(7)
@@ -248,3 +250,24 @@ def test_norm_bound_covers_the_exact_sums(kind_name):
             assert bound.shape == exact.shape
             assert np.all(bound >= exact)
             assert np.all(bound <= exact * 1.5 + 1)  # and not uselessly loose here
+
+
+def test_quantize_multipliers_match_the_scalar_form():
+    rng = np.random.default_rng(7)
+    reals = np.concatenate(
+        [
+            10.0 ** rng.uniform(-15, 5, size=2000),
+            -(10.0 ** rng.uniform(-15, 5, size=200)),
+            # zero, a fraction rounding up to 2**31, the flush below 2**-32, exact halves
+            [0.0, 1 - 2**-33, 2**-32, 2**-33, 3 * 2**-33, 0.5, 2**-32 * (1 - 2**-40)],
+        ]
+    )
+    mult, exp = quant.quantize_multipliers(reals)
+    assert [(int(m), int(e)) for m, e in zip(mult, exp)] == [
+        quant.quantize_multiplier(float(r)) for r in reals
+    ]
+
+
+def test_quantize_multipliers_reject_an_infinite_rescale_as_the_scalar_form():
+    with pytest.raises(InvalidArgument, match="rescale multiplier of inf"):
+        quant.quantize_multipliers(np.array([1.0, np.inf]))
