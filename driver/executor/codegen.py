@@ -41,6 +41,7 @@ from dataclasses import replace
 import numpy as np
 from nnhal.driver.executor import control_flow, counter_index, one_hot, specialize
 from nnhal.driver.executor.code_cache import compile_source
+from nnhal.driver.executor.fallback_loop import FallbackLoop
 from nnhal.driver.executor.plan import Step, StepKind, SubgraphPlan, post_order
 from nnhal.driver.executor.tensor_guard import TensorGuard, is_tensor, too_big_result
 from nnhal.driver.limits import out_of_memory
@@ -144,7 +145,7 @@ def _instantiate(text: str, values: list[object], what: str) -> Callable:
 
 
 #: a closure variable bound to a step's value: kind, subgraph, operation (``Generator.bind``)
-_STEP_VALUE = re.compile(r"(c|k|t|e|g|h|l|shape_check)(\d+)_(\d+)")
+_STEP_VALUE = re.compile(r"(c|k|t|e|g|h|l|x|shape_check)(\d+)_(\d+)")
 _FUNCTION = re.compile(r"f(\d+)")
 
 
@@ -226,6 +227,8 @@ class Generator:
         self.specialize = specialize
         self.functions: dict[int, Callable] = {}
         self.sources: dict[int, str] = {}
+        #: subgraph -> the generic loops its function calls (generated when first taken)
+        self.fallbacks: dict[int, list[FallbackLoop]] = {}
         self._chunk_sources: dict[int, list[str]] = {}
 
     # -- driving ---------------------------------------------------------
@@ -362,6 +365,10 @@ class Generator:
             return input_shape_check(plan, step)
         if kind == "h":
             return one_hot.table(plan, step)
+        if kind == "x":  # a counter loop's generic loop (``fallback_loop``)
+            loop = FallbackLoop(self, plan, step)
+            self.fallbacks.setdefault(plan.index, []).append(loop)
+            return loop
         fast = specialize.fast_fully_connected(step)
         if fast is None:
             raise _Unresolved(kind)
