@@ -142,7 +142,9 @@ def _instantiate(text: str, names: list[str], values: list[object], what: str) -
     namespace = dict(_GLOBALS)
     namespace.update(zip(names, values))
     exec(compile_source(text, filename), namespace)  # noqa: S102 (our own source)
-    return namespace[text[4 : text.index("(")]]  # "def <name>(...):"
+    # taken out of its own namespace: a function in the dict it reads would be a cycle,
+    # keeping a released model's kernels and weights until the cyclic collector ran
+    return namespace.pop(text[4 : text.index("(")])  # "def <name>(...):"
 
 
 #: a closure variable bound to a step's value: kind, subgraph, operation (``Generator.bind``)
