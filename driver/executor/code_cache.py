@@ -1,8 +1,8 @@
 """Code objects of generated sources, compiled once per process (``compile_source``).
 
 The text ``codegen`` generates for a subgraph names its kernels and constants
-only as parameters of a factory function (``_factory(k0_1, c0_2, ...)``), so the
-same text always compiles to the same code object, whatever the values bound
+only by names (``k0_1``, ``c0_2``) that each function's own namespace binds, so
+the same text always compiles to the same code object, whatever the values bound
 later: preparing a model again, or another model of the same graph with other
 weights, reuses it. CPython's ``compile`` was the largest single cost of
 preparing a small model (0.15 to 0.5 ms of a 1 to 2 ms preparation).

@@ -3,10 +3,13 @@
 For every subgraph that is run as a function (main, IF branches, WHILE
 conditions/bodies that are not inlined) we generate the source of one Python
 function and ``exec`` it once. Operands become local variables (``v7``),
-kernels and constants become closure variables, so a step costs one kernel
+kernels and constants globals of the function's own namespace (``k0_1``,
+``c0_2``: a module dict per function; CPython compiles a function reading
+globals faster than one reading a factory's closure cells, greedy's text in
+0.39 instead of 0.44 ms, and runs it as fast), so a step costs one kernel
 call plus, when its result shape is not proven ahead (``shapes``) and the
-operand's dimensions are declared, one shape comparison: no dictionary
-lookups, no interpreter loop. On the Fibonacci WHILE of
+operand's dimensions are declared, one shape comparison: no operand
+dictionary, no interpreter loop. On the Fibonacci WHILE of
 ``bench/executor_bench.py`` this takes 2.1 µs per iteration against 5.0 µs
 for a generic loop over the same step objects; with the patterns of
 ``specialize`` (counter in a Python int, FULLY_CONNECTED as ``np.dot``;
@@ -52,6 +55,7 @@ from nnhal.driver.executor import (
     specialize,
 )
 from nnhal.driver.executor.code_cache import compile_source
+from nnhal.driver.executor.fallback_loop import FallbackLoop
 from nnhal.driver.executor.plan import Step, StepKind, SubgraphPlan, post_order
 from nnhal.driver.executor.tensor_guard import TensorGuard, is_tensor, too_big_result
 from nnhal.driver.limits import out_of_memory
@@ -80,8 +84,8 @@ _PASS = (
 _CONSTANTS = (OperandLifeTime.CONSTANT_COPY, OperandLifeTime.CONSTANT_REFERENCE)
 _counter = itertools.count()
 
-#: lines of the generated module before the first body line (factory + def)
-_HEADER_LINES = 2
+#: lines of the generated module before the first body line (the def)
+_HEADER_LINES = 1
 
 
 def _wrap(exc: BaseException, locations: list[str | None]) -> HalError:
@@ -136,26 +140,26 @@ _OPERAND = re.compile(r"\bv\d+\b")
 
 
 def _build(fname: str, params: list[str], source: Source, what: str) -> tuple[Callable, str]:
-    """Compile ``source`` as function ``fname(params)`` with its closure; (function, text)."""
-    closure = list(source.closure)
+    """Compile ``source`` as function ``fname(params)`` with its bound names; (function, text)."""
     text = "\n".join(
-        [f"def _factory({', '.join(closure)}):", f"    def {fname}({', '.join(params)}):"]
-        + ["        " + line for line in source.lines]
-        + [f"    return {fname}"]
+        [f"def {fname}({', '.join(params)}):"] + ["    " + line for line in source.lines]
     )
-    return _instantiate(text, list(source.closure.values()), what), text
+    return _instantiate(text, list(source.closure), list(source.closure.values()), what), text
 
 
-def _instantiate(text: str, values: list[object], what: str) -> Callable:
-    """The function the factory of ``text`` makes from the closure ``values``."""
+def _instantiate(text: str, names: list[str], values: list[object], what: str) -> Callable:
+    """The function of ``text`` with the closure ``names`` bound to ``values``."""
     filename = f"<nnhal plan {next(_counter)}: {what}>"
     namespace = dict(_GLOBALS)
+    namespace.update(zip(names, values))
     exec(compile_source(text, filename), namespace)  # noqa: S102 (our own source)
-    return namespace["_factory"](*values)
+    # taken out of its own namespace: a function in the dict it reads would be a cycle,
+    # keeping a released model's kernels and weights until the cyclic collector ran
+    return namespace.pop(text[4 : text.index("(")])  # "def <name>(...):"
 
 
 #: a closure variable bound to a step's value: kind, subgraph, operation (``Generator.bind``)
-_STEP_VALUE = re.compile(r"(c|k|t|e|g|h|l|r|jw|jb|jk|shape_check)(\d+)_(\d+)")
+_STEP_VALUE = re.compile(r"(c|k|t|e|g|h|l|r|x|jw|jb|jk|shape_check)(\d+)_(\d+)")
 _FUNCTION = re.compile(r"f(\d+)")
 
 
@@ -240,6 +244,8 @@ class Generator:
         #: subgraph -> indexes of its steps a loop computes in its first iteration only
         #: (``control_flow._hoist``): their results are never written in place
         self.first_only: dict[int, set[int]] = {}
+        #: subgraph -> the generic loops its function calls (generated when first taken)
+        self.fallbacks: dict[int, list[FallbackLoop]] = {}
         self._chunk_sources: dict[int, list[str]] = {}
 
     # -- driving ---------------------------------------------------------
@@ -341,7 +347,7 @@ class Generator:
         operation 5 of subgraph 2, ``c0_8`` the constant operand 8 of main, and so on.
         """
         values = [self._closure_value(name, locations) for name in names]
-        function = _instantiate(text, values, f"subgraph {number}")
+        function = _instantiate(text, list(names), values, f"subgraph {number}")
         self.sources[number] = text
         return function
 
@@ -385,6 +391,10 @@ class Generator:
             if kind == "jk":
                 return shared_input.columns(joint, step)
             return joint.weights if kind == "jw" else joint.bias
+        if kind == "x":  # a counter loop's generic loop (``fallback_loop``)
+            loop = FallbackLoop(self, plan, step)
+            self.fallbacks.setdefault(plan.index, []).append(loop)
+            return loop
         fast = specialize.fast_fully_connected(step)
         if fast is None:
             raise _Unresolved(kind)

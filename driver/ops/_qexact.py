@@ -22,6 +22,7 @@ order of the additions; every partial sum is bounded by
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -106,6 +107,8 @@ def float_requantizer(
     """
     mult = np.asarray(mult, dtype=np.int64)
     exp = np.asarray(exp, dtype=np.int64)
+    if mult.size == 1 and exp.size == 1 and (exp.item() >= 0 or lo >= zero_point):
+        return _one_channel(mult.item(), exp.item(), zero_point, lo, hi, np.dtype(dtype))
     left = np.maximum(exp, 0)
     right = np.maximum(-exp, 0)
     shifting = right > 0
@@ -128,6 +131,26 @@ def float_requantizer(
         body = _two_floors(mult, left, right, shifting, zero_point, lo, hi, out_dtype)
         body.one_floor = None
     body.limit = limit
+    return body
+
+
+def _one_channel(mult: int, exp: int, zero_point: int, lo: int, hi: int, out_dtype):
+    """``float_requantizer``'s one-floor form for a single channel (a per-tensor scale).
+
+    The coefficients in Python floats: the very operations of the array form, in the
+    same order, on the same float64 values (powers of two are exact either way), without
+    numpy's calls on one-element arrays (15 of the 20 µs it took per layer).
+    """
+    left, right = max(exp, 0), max(-exp, 0)
+    m_left = float(mult) * 2.0**left
+    scale = m_left * 2.0 ** (-31 - right)
+    nudges = 2.0**30 + (2.0 ** (30 + right) if right > 0 else 0.0)
+    first_offset = nudges * 2.0 ** (-31 - right) + zero_point
+    room = 2.0**53 - nudges - abs(zero_point) * 2.0 ** (31 + right)
+    limit = float(math.floor(room / max(m_left, 1.0))) - 1 if m_left > 0 else 2.0**53
+    body = _one_floor(np.float64(scale), np.float64(first_offset), lo, hi, out_dtype)
+    body.one_floor = (np.array([scale]), np.array([first_offset]))
+    body.limit = np.array([limit])
     return body
 
 

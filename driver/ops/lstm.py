@@ -61,6 +61,8 @@ f32 = np.float32
 #: internal gate order (indexes into the HAL's input, forget, cell, output)
 _ORDER = (0, 1, 3, 2)
 _ORDER_CIFG = (1, 3, 2)
+#: rows of a gate's weights transposed at a time when stacking them (``FloatCell``)
+_TILE = 64
 
 
 def _f32(a: np.ndarray | None) -> np.ndarray | None:
@@ -89,13 +91,17 @@ class FloatCell:
         self.gates = len(order)
 
         def stack(indexes) -> np.ndarray:
-            # each gate's [n, in] block transposed straight into its columns: the
-            # transpose of the concatenated blocks had been the larger part of binding
+            # each gate's [n, in] block transposed straight into its columns (the
+            # transpose of the concatenated blocks had been the larger part of binding),
+            # _TILE rows at a time: a tile's reads and writes stay in cache, where a whole
+            # block at once strides through memory (four 256x256 blocks: 90 against 234 µs)
             blocks = [np.asarray(arr(indexes[k]), f32) for k in order]
             stacked = np.empty((blocks[0].shape[1], sum(b.shape[0] for b in blocks)), f32)
             start = 0
             for block in blocks:
-                stacked[:, start : start + block.shape[0]] = block.T
+                for row in range(0, block.shape[0], _TILE):
+                    tile = block[row : row + _TILE]
+                    stacked[:, start + row : start + row + tile.shape[0]] = tile.T
                 start += block.shape[0]
             return stacked
 

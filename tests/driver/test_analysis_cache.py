@@ -147,8 +147,10 @@ def test_only_the_builtin_configuration_keeps_results(monkeypatch):
     assert len(device.analyses) == 0
 
 
-def _closure_ids(function) -> set[int]:
-    return {id(cell.cell_contents) for cell in function.__closure__ or ()}
+def _bound_ids(function) -> set[int]:
+    """The objects a generated function's names are bound to (in its own namespace)."""
+    names = set(function.__code__.co_names)
+    return {id(value) for name, value in function.__globals__.items() if name in names}
 
 
 @pytest.mark.parametrize("name", ["greedy", "parity"])
@@ -162,7 +164,7 @@ def test_generated_functions_are_rebuilt_with_the_new_models_own_values(name):
     assert len(device.analyses) == 1
     for checked in (False, True):  # the deadline variant is generated on demand
         assert again.compiled.source(checked=checked) == first.compiled.source(checked=checked)
-    cells = _closure_ids(again.compiled._main)
+    cells = _bound_ids(again.compiled._main)
     own = {id(v) for p in again.compiled.plans.values() for v in p.constants.values()}
     theirs = {id(v) for p in first.compiled.plans.values() for v in p.constants.values()}
     assert cells & own and not cells & theirs
@@ -181,7 +183,7 @@ def test_a_recipe_naming_an_unknown_value_is_generated_again(validations):
     (recipes,) = kept.recipes.values()
     (variant,) = recipes.values()
     text, names, locations = variant[0]
-    variant[0] = (text.replace("_factory(", "_factory(zz9, ", 1), ("zz9", *names), locations)
+    variant[0] = (text.replace("try:", "try:\n        zz9", 1), ("zz9", *names), locations)
     same = device.prepareModel_1_3(_add_model())  # a hit, but the recipe is not usable
     assert len(validations) == 1
     np.testing.assert_array_equal(_run(same, [1.0, 2.0]), [2.0, 3.0])

@@ -146,6 +146,79 @@ def test_fallback_when_counter_is_not_int32_1():
     assert_same_outcome(compiled, generic, args)
 
 
+def test_generic_loop_generated_when_first_taken(monkeypatch):
+    """Preparing and running with int32 [1] counters never generates the generic loop;
+    the first run taking it does, once, and it gives the generic model's outcome."""
+    from nnhal.driver.executor import fallback_loop
+
+    made = []
+    original = fallback_loop._generate
+
+    def counting(gen, plan, step):
+        made.append((plan.index, step.index, gen.checked))
+        return original(gen, plan, step)
+
+    monkeypatch.setattr(fallback_loop, "_generate", counting)
+    compiled = compile_model(counter_model())
+    generic = compile_model(counter_model(), specialize=False)
+    state = np.array([[1.0, 2.0]], np.float32)
+    compiled.run([state, np.array([0], np.int32), np.array([3], np.int32)])
+    assert made == []
+    for _ in range(2):
+        assert_same_outcome(compiled, generic, [state, np.array([0], np.int64), np.array([3])])
+    assert made == [(0, 0, False)]
+    # a failure inside it names the step that failed, as the loop written inline did
+    assert_same_outcome(compiled, generic, [state, None, np.array([3], np.int32)])
+    late = [state, np.array([0], np.int64), np.array([3], np.int32)]
+    got = compiled.run(late, deadline_ns=time.monotonic_ns() + 10**12)  # the checked variant
+    np.testing.assert_array_equal(got[0], generic.run(late)[0])
+    assert made == [(0, 0, False), (0, 0, True)]
+    assert "def while_0_0_generic(" in compiled.source(0)
+
+
+def test_generic_loop_of_a_function_rebuilt_from_its_recipe(monkeypatch):
+    """A model compiled again from the kept text gets its own generic loop (closure
+    ``x<subgraph>_<operation>``), made from its own plans."""
+    from nnhal.driver.executor import codegen
+
+    rebuilt = []
+    original = codegen.Generator._rebuild
+
+    def counting(self, number, *args):
+        function = original(self, number, *args)
+        rebuilt.append(number)
+        return function
+
+    monkeypatch.setattr(codegen.Generator, "_rebuild", counting)
+    recipes: dict = {}
+    compile_model(counter_model(), recipes=recipes)
+    second = compile_model(counter_model(bias=(0.5, -2.0)), recipes=recipes)
+    assert rebuilt == [0]
+    state = np.array([[1.0, 2.0]], np.float32)
+    args = [state, np.array([0], np.int64), np.array([3], np.int32)]
+    generic = compile_model(counter_model(bias=(0.5, -2.0)), specialize=False)
+    assert_same_outcome(second, generic, args)
+
+
+def test_a_released_model_is_freed_without_the_cyclic_collector():
+    """Generated functions, their namespaces and the generic loop hold no reference
+    cycle: a released model's kernels and weights go at once, not at the next collection."""
+    import gc
+    import weakref
+
+    state = np.array([[1.0, 2.0]], np.float32)
+    gc.disable()
+    try:
+        compiled = compile_model(counter_model())
+        compiled.run([state, np.array([0], np.int64), np.array([3], np.int32)])  # generic loop
+        compiled.run([state, np.array([0], np.int32), np.array([3])], deadline_ns=2**62)
+        plan = weakref.ref(compiled.plans[2])
+        del compiled
+        assert plan() is None
+    finally:
+        gc.enable()
+
+
 def test_counter_materialized_when_body_reads_it():
     model = counter_model(body_reads_counter=True)
     compiled = compile_model(model)

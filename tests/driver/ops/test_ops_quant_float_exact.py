@@ -8,6 +8,8 @@ import pytest
 from nnhal.driver.ops import _qexact, quant
 from nnhal.driver.ops._conv_util import multipliers, requantizer
 
+from nnhal.errors import InvalidArgument
+
 
 def _cases():
     rng = np.random.default_rng(7)
@@ -248,3 +250,48 @@ def test_norm_bound_covers_the_exact_sums(kind_name):
             assert bound.shape == exact.shape
             assert np.all(bound >= exact)
             assert np.all(bound <= exact * 1.5 + 1)  # and not uselessly loose here
+
+
+def test_quantize_multipliers_match_the_scalar_form():
+    rng = np.random.default_rng(7)
+    reals = np.concatenate(
+        [
+            10.0 ** rng.uniform(-15, 5, size=2000),
+            -(10.0 ** rng.uniform(-15, 5, size=200)),
+            # zero, a fraction rounding up to 2**31, the flush below 2**-32, exact halves
+            [0.0, 1 - 2**-33, 2**-32, 2**-33, 3 * 2**-33, 0.5, 2**-32 * (1 - 2**-40)],
+        ]
+    )
+    mult, exp = quant.quantize_multipliers(reals)
+    assert [(int(m), int(e)) for m, e in zip(mult, exp)] == [
+        quant.quantize_multiplier(float(r)) for r in reals
+    ]
+
+
+def test_quantize_multipliers_reject_an_infinite_rescale_as_the_scalar_form():
+    with pytest.raises(InvalidArgument, match="rescale multiplier of inf"):
+        quant.quantize_multipliers(np.array([1.0, np.inf]))
+
+
+def test_one_channel_requantizer_is_the_array_forms_first_channel():
+    """A per-tensor scale takes float_requantizer's Python-float path: the same limit,
+    coefficients and results as the array form (two equal channels)."""
+    rng = np.random.default_rng(11)
+    for _ in range(400):
+        mult, exp = int(rng.integers(0, 2**31)), int(rng.integers(-31, 12))
+        zp, lo = int(rng.integers(0, 256)), int(rng.integers(0, 256))
+        hi = max(lo, int(rng.integers(0, 256)))
+        if exp < 0 and lo < zp:
+            lo = zp  # the two-floor form has no one-channel path
+            hi = max(lo, hi)
+        one = _qexact.float_requantizer(np.array([mult]), np.array([exp]), zp, lo, hi, np.uint8)
+        two = _qexact.float_requantizer(
+            np.array([mult, mult]), np.array([exp, exp]), zp, lo, hi, np.uint8
+        )
+        assert one.limit.tolist() == two.limit[:1].tolist()
+        assert [a.tolist() for a in one.one_floor] == [a[:1].tolist() for a in two.one_floor]
+        acc = rng.integers(-(2**20), 2**20, size=(5, 1)).astype(np.float64)
+        bias = np.array([float(rng.integers(-1000, 1000))])
+        got = one(acc, bias)
+        want = two(np.repeat(acc, 2, axis=1), np.repeat(bias, 2))[:, :1]
+        np.testing.assert_array_equal(got, want)
