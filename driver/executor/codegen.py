@@ -57,6 +57,7 @@ from nnhal.driver.executor import (
 from nnhal.driver.executor.code_cache import compile_source
 from nnhal.driver.executor.fallback_loop import FallbackLoop
 from nnhal.driver.executor.plan import Step, StepKind, SubgraphPlan, post_order
+from nnhal.driver.executor.release import release_dead
 from nnhal.driver.executor.tensor_guard import TensorGuard, is_tensor, too_big_result
 from nnhal.driver.limits import out_of_memory
 
@@ -322,7 +323,11 @@ class Generator:
             defined = params + [target for target, _ in prologue]
             self._emit_chunks(source, plan, number, defined, outputs)
         else:
-            self.emit_steps(source, plan, namer, 1)
+            starts = []
+            for position, step in enumerate(plan.steps):
+                starts.append(len(source.lines))
+                self.emit_step(source, plan, namer, 1, position, step)
+            release_dead(source.lines, source.locations, starts, set(outputs))
         source.location = f"subgraph {number} outputs"
         source.line(1, f"return ({''.join(o + ', ' for o in outputs)})")
         source.location = None
@@ -420,24 +425,27 @@ class Generator:
             chunk = Source()
             namer = Namer(chunk, plan, "v")
             chunk.line(0, "try:")
+            starts = []
             for position in span:
+                starts.append(len(chunk.lines))
                 self.emit_step(chunk, plan, namer, 1, position, steps[position])
             written = (namer(i) for p in span for i in steps[p].outputs)
             writes = {name for name in written if _OPERAND.fullmatch(name)}
             reads = set(_OPERAND.findall("\n".join(chunk.lines)))
-            pieces.append((chunk, writes, reads))
+            pieces.append((chunk, writes, reads, starts))
         known = set(defined)  # the function's parameters and prologue names
-        for _, writes, _ in pieces:
+        for _, writes, _, _ in pieces:
             known |= writes
         needed_later = {o for o in outputs if _OPERAND.fullmatch(o)}
         live_out: list[list[str]] = [[] for _ in pieces]
         for k in range(len(pieces) - 1, -1, -1):
-            chunk, writes, reads = pieces[k]
+            chunk, writes, reads, _ = pieces[k]
             live_out[k] = sorted(writes & needed_later)
             needed_later |= (reads & known) - writes
         texts = []
-        for k, (chunk, writes, reads) in enumerate(pieces):
+        for k, (chunk, writes, reads, starts) in enumerate(pieces):
             ins = sorted((reads & known) - writes)
+            release_dead(chunk.lines, chunk.locations, starts, set(live_out[k]))
             chunk.location = None
             chunk.line(1, f"return ({''.join(o + ', ' for o in live_out[k])})")
             chunk.line(0, "except _PASS:")
