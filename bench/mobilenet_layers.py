@@ -156,7 +156,9 @@ def main(argv=None) -> int:
     names = [f"a{i}_nchwc" for i in range(27)] + ["pool_nchwc", None, "Gemm_56"]
     ort_of = {k: ort_nodes.pop(n, 0.0) if n else 0.0 for k, n in zip(keys, names)}
     print(f"load average {os.getloadavg()[0]:.2f}; {args.rounds} rounds; threads {args.threads}")
-    print(f"{'operation':<34} {'nnhal us':>9} {'gemm us':>8} {'over':>7} {'ort us':>8} {'ratio':>6}")
+    print(
+        f"{'operation':<34} {'nnhal us':>9} {'gemm us':>8} {'over':>7} {'ort us':>8} {'ratio':>6}"
+    )
     tot = {"nnhal": 0.0, "gemm": 0.0, "ort": 0.0}
     for k in keys:
         ours = statistics.median(samples[k][1:]) / 1e3
