@@ -238,12 +238,14 @@ def _emit_counter_loop(
         if own is not None:
             source.line(depth, f"{own} = None")
     source.line(depth, f"{limit} = _mono() + _lt")
-    source.line(depth, "while True:")
     inner = depth + 1
     source.location = cond_plan.steps[0].location
-    if gen.checked:
+    if gen.checked:  # the deadline test comes before the condition's
+        source.line(depth, "while True:")
         source.line(inner, f"if _mono() > _dl[0]: raise _missed({source.location!r})")
-    source.line(inner, f"if not {test[0]} {counter.operator} {test[1]}: break")
+        source.line(inner, f"if not {test[0]} {counter.operator} {test[1]}: break")
+    else:  # (a comparison of two ints cannot raise: no line of its own needed)
+        source.line(depth, f"while {test[0]} {counter.operator} {test[1]}:")
     source.location = location
     source.line(inner, f"if _mono() > {limit}: raise _loop_timeout({location!r}, _lt)")
 
@@ -257,9 +259,11 @@ def _emit_counter_loop(
             source.line(at, f"{following} = {same}")
             return
         source.line(at, f"{following} = {count} + {counter.delta}")
-        source.line(
-            at, f"if not -2147483649 < {following} < 2147483648: {following} = _wrap32({following})"
-        )
+        if not _advance_in_range(counter):
+            source.line(
+                at,
+                f"if not -2147483649 < {following} < 2147483648: {following} = _wrap32({following})",
+            )
 
     if counter.materialize:  # other body steps read the counter as an array
         source.line(inner, f"{state[counter.counter]} = _i32({count})")
@@ -309,6 +313,30 @@ def _emit_counter_loop(
         results = [body_namer(body_plan.subgraph.outputIndexes[k]) for k in others]
         source.line(inner, f"{_targets([state[k] for k in others])} = {_targets(results)}")
     source.line(depth, f"{state[counter.counter]} = _i32({count})")
+
+
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+#: the comparison read with the counter on the left (``bound < counter``: ``counter > bound``)
+_FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _advance_in_range(counter: specialize.CounterLoop) -> bool:
+    """Whether ``counter + delta`` stays an int32 wherever the body runs: the loop's own
+    test bounds the counter there (``counter < n`` with an int32 ``n`` leaves room for
+    + 1), so the wrap test after the ADD would never fire and is not generated."""
+    operator = counter.operator if counter.counter_first else _FLIPPED[counter.operator]
+    delta = counter.delta
+    if delta > 0:
+        highest = _INT32_MAX if counter.bound_value is None else counter.bound_value
+        if operator == "<":
+            return highest - 1 + delta <= _INT32_MAX
+        return operator == "<=" and highest + delta <= _INT32_MAX
+    if delta < 0:
+        lowest = _INT32_MIN if counter.bound_value is None else counter.bound_value
+        if operator == ">":
+            return lowest + 1 + delta >= _INT32_MIN
+        return operator == ">=" and lowest + delta >= _INT32_MIN
+    return True
 
 
 def _same_as_advance(body_plan, counter: specialize.CounterLoop, stem: str) -> str | None:
