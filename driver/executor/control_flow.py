@@ -5,8 +5,9 @@ subgraph that contains them (see ``codegen``):
 
 - IF reads its condition (NO_VALUE or missing at run time is a
   GeneralFailure naming the IF, as the reference's OP_FAILED) and calls the
-  chosen branch's function with the outer operands as its inputs. A constant
-  condition picks the branch at compile time.
+  chosen branch's function with the outer operands as its inputs, or runs
+  its lines there when the branch is small (``Generator.inline_branch``). A
+  constant condition picks the branch at compile time.
 - WHILE becomes a ``while True`` loop over local state variables. A
   condition or body without a WHILE of its own is inlined into the loop (its
   steps become lines of the loop), otherwise its function is called. Body
@@ -101,15 +102,22 @@ def emit_if(
     condition = step.inputs[0]
     constant = plan.constants.get(condition)
     location = step.location
+
+    def branch(ref: int, at: int) -> None:
+        if gen.inline_branch(ref):
+            _emit_branch(gen, source, ref, args, outputs, at)
+            source.location = location
+        else:
+            source.line(at, f"{target} = {gen.call(source, ref, args)}")
+
     if constant is not None and constant.size >= 1:
         # A constant condition: the branch is known now.
-        chosen = then_ref if bool(constant.reshape(-1)[0]) else else_ref
-        source.line(depth, f"{target} = {gen.call(source, chosen, args)}")
+        branch(then_ref if bool(constant.reshape(-1)[0]) else else_ref, depth)
     elif verdict is not None:  # a condition computed on Python ints (specialize)
         source.line(depth, f"if {verdict}:")
-        source.line(depth + 1, f"{target} = {gen.call(source, then_ref, args)}")
+        branch(then_ref, depth + 1)
         source.line(depth, "else:")
-        source.line(depth + 1, f"{target} = {gen.call(source, else_ref, args)}")
+        branch(else_ref, depth + 1)
     else:
         name = namer(condition)
         if name == "None":  # NO_VALUE: the model is valid, executing it fails
@@ -117,10 +125,37 @@ def emit_if(
             return
         source.line(depth, f"if {name} is None: raise _no_condition({location!r}, {condition})")
         source.line(depth, f"if {name}[0]:")
-        source.line(depth + 1, f"{target} = {gen.call(source, then_ref, args)}")
+        branch(then_ref, depth + 1)
         source.line(depth, "else:")
-        source.line(depth + 1, f"{target} = {gen.call(source, else_ref, args)}")
+        branch(else_ref, depth + 1)
     gen.emit_shape_checks(source, plan, step, outputs, depth)
+
+
+def _emit_branch(
+    gen: Generator, source: Source, ref: int, args: list[str], outputs: list[str], depth: int
+) -> None:
+    """The steps of a small IF branch where it is taken (``Generator.inline_branch``): the
+    lines its function would hold, on the IF's operands, its results bound to the IF's
+    outputs. A result a step writes is written under the output's name directly; as with
+    the call, a result may also be an input or a constant (no copy either way)."""
+    from nnhal.driver.executor.codegen import Namer  # codegen imports this module
+
+    branch_plan = gen.plans[ref]
+    subgraph = branch_plan.subgraph
+    inputs, results = subgraph.inputIndexes, subgraph.outputIndexes
+    overrides = dict(zip(inputs, args))
+    written = {index for step in branch_plan.steps for index in step.outputs}
+    rest = []
+    for index, name in zip(results, outputs):
+        if index in written and results.count(index) == 1:
+            overrides[index] = name
+        else:
+            rest.append((name, index))
+    names = Namer(source, branch_plan, source.fresh("i") + "_", overrides)
+    gen.emit_steps(source, branch_plan, names, depth)
+    if rest:
+        targets = _targets([name for name, _ in rest])
+        source.line(depth, f"{targets} = {_targets([names(i) for _, i in rest])}")
 
 
 def emit_while(
