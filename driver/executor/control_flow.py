@@ -313,6 +313,7 @@ def _emit_counter_loop(
     replace = {p: emit(body_namer) for p, emit in hoisted.items()}
     replace[counter.step] = advance
     elements: dict[int, list[str]] = {}  # index vector -> its elements' expressions
+    advances = _advances(body_plan, counter) if _advance_in_range(counter) else set()
     for position, scalar in counter.scalars.items():
         if isinstance(scalar, counter_index.VectorStep):
             emitter = counter_index.emit_vector(
@@ -335,7 +336,8 @@ def _emit_counter_loop(
                 gen, source, body_plan, scalar, ints, counter.arrays, body_namer, uid
             )
         else:
-            emitter = _scalar_emitter(source, scalar, ints, counter.arrays, body_namer)
+            in_range = scalar.output in advances  # the counter's next value, in range
+            emitter = _scalar_emitter(source, scalar, ints, counter.arrays, body_namer, in_range)
         replace[position] = emitter
     for position, body_step in enumerate(body_plan.steps):
         if body_step.kind is StepKind.IF and body_step.inputs[0] in ints:
@@ -374,12 +376,30 @@ def _advance_in_range(counter: specialize.CounterLoop) -> bool:
     return True
 
 
-def _same_as_advance(body_plan, counter: specialize.CounterLoop, stem: str) -> str | None:
-    """The int variable of a ``ScalarStep`` placed before the counter's ADD/SUB that is
-    ``counter + delta`` (or ``counter - -delta``), or None."""
+def _advance_forms(body_plan, counter: specialize.CounterLoop) -> set[tuple]:
+    """(operator, left, right) of a ``ScalarStep`` computing ``counter + delta``."""
     counter_in = body_plan.subgraph.inputIndexes[counter.counter]
     forms = {("+", counter_in, f"c{counter.delta}"), ("-", counter_in, f"c{-counter.delta}")}
     forms.add(("+", f"c{counter.delta}", counter_in))
+    return forms
+
+
+def _advances(body_plan, counter: specialize.CounterLoop) -> set[int]:
+    """Outputs of the scalar steps that are ``counter + delta`` (a write position t + 1):
+    in range wherever the counter's own ADD is (``_advance_in_range``)."""
+    forms = _advance_forms(body_plan, counter)
+    return {
+        scalar.output
+        for scalar in counter.scalars.values()
+        if isinstance(scalar, specialize.ScalarStep)
+        and (scalar.operator, scalar.left, scalar.right) in forms
+    }
+
+
+def _same_as_advance(body_plan, counter: specialize.CounterLoop, stem: str) -> str | None:
+    """The int variable of a ``ScalarStep`` placed before the counter's ADD/SUB that is
+    ``counter + delta`` (or ``counter - -delta``), or None."""
+    forms = _advance_forms(body_plan, counter)
     for position, scalar in counter.scalars.items():
         if position > counter.step or not isinstance(scalar, specialize.ScalarStep):
             continue
@@ -388,7 +408,7 @@ def _same_as_advance(body_plan, counter: specialize.CounterLoop, stem: str) -> s
     return None
 
 
-def _scalar_emitter(source, scalar, ints, arrays, namer):
+def _scalar_emitter(source, scalar, ints, arrays, namer, in_range: bool = False):
     """Emits ``specialize.ScalarStep``: one Python int operation (and its array if needed)."""
 
     def side(x) -> str:
@@ -397,7 +417,7 @@ def _scalar_emitter(source, scalar, ints, arrays, namer):
     def emit(at: int) -> None:
         out = ints[scalar.output]
         source.line(at, f"{out} = {side(scalar.left)} {scalar.operator} {side(scalar.right)}")
-        if not scalar.boolean:
+        if not scalar.boolean and not in_range:
             source.line(at, f"if not -2147483649 < {out} < 2147483648: {out} = _wrap32({out})")
         if scalar.output in arrays:
             maker = "_b8" if scalar.boolean else "_i32"
