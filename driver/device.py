@@ -252,10 +252,11 @@ class ModelAnalysis:
             # OEM_OPERATION or a HAL operation we do not implement: structurally
             # valid; the support decision says "no" with the reason.
             return
-        # (validate_model calls this only once every operand index is in range)
-        describe = self.operand_info
-        inputs = [describe(number, i) for i in op.inputs]
-        outputs = [describe(number, i) for i in op.outputs]
+        # (validate_model calls this only once every operand index is in range; an
+        # operand read by several operations is described once, then only looked up)
+        described, describe = self._infos.get, self.operand_info
+        inputs = [described((number, i)) or describe(number, i) for i in op.inputs]
+        outputs = [described((number, i)) or describe(number, i) for i in op.outputs]
         ctx = OpContext(
             op=definition,
             inputs=inputs,
