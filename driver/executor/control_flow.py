@@ -85,6 +85,14 @@ def _targets(names: list[str]) -> str:
     return "".join(f"{n}, " for n in names).rstrip()
 
 
+def _assign(targets: list[str], values: list[str]) -> str:
+    """``targets = values`` for names and expressions: a plain assignment for one (less
+    to compile than a tuple packed and unpacked), a tuple assignment for more."""
+    if len(targets) == 1:
+        return f"{targets[0]} = {values[0]}"
+    return f"{_targets(targets)} = {_targets(values)}"
+
+
 def emit_if(
     gen: Generator,
     source: Source,
@@ -154,8 +162,7 @@ def _emit_branch(
     names = Namer(source, branch_plan, source.fresh("i") + "_", overrides)
     gen.emit_steps(source, branch_plan, names, depth)
     if rest:
-        targets = _targets([name for name, _ in rest])
-        source.line(depth, f"{targets} = {_targets([names(i) for _, i in rest])}")
+        source.line(depth, _assign([name for name, _ in rest], [names(i) for _, i in rest]))
 
 
 def emit_while(
@@ -168,7 +175,7 @@ def emit_while(
     state = [f"{uid}s{k}" for k in range(len(initial))]
     n_carried = len(body_plan.subgraph.outputIndexes)  # m + k
 
-    source.line(depth, f"{_targets(state)} = {_targets(initial)}")
+    source.line(depth, _assign(state, initial))
     counter = None
     if gen.specialize and gen.inlined(cond_ref) and gen.inlined(body_ref):
         counter = specialize.find_counter(cond_plan, body_plan, n_carried)
@@ -227,7 +234,6 @@ def _emit_loop(
     source.line(inner, f"if _mono() > {limit}: raise _loop_timeout({location!r}, _lt)")
 
     # body: its outputs become the next state (references swapped, no copy)
-    carried = _targets(state[:n_carried])
     if gen.inlined(body_ref):
         body_namer = Namer(
             source, body_plan, f"{uid}b", dict(zip(body_plan.subgraph.inputIndexes, state))
@@ -236,9 +242,9 @@ def _emit_loop(
         gen.emit_steps(source, body_plan, body_namer, inner, replace)
         source.location = location
         results = [body_namer(i) for i in body_plan.subgraph.outputIndexes]
-        source.line(inner, f"{carried} = {_targets(results)}")
+        source.line(inner, _assign(state[:n_carried], results))
     else:
-        source.line(inner, f"{carried} = {gen.call(source, body_ref, state)}")
+        source.line(inner, f"{_targets(state[:n_carried])} = {gen.call(source, body_ref, state)}")
 
 
 def _emit_counter_loop(
@@ -284,21 +290,14 @@ def _emit_counter_loop(
     source.location = location
     source.line(inner, f"if _mono() > {limit}: raise _loop_timeout({location!r}, _lt)")
 
-    following = f"{uid}k"  # the next counter value (steps after the ADD still read this one)
     # a body step before the counter's own ADD that computes the same value (t + 1 as a
     # write position): its int is taken rather than computed again
     same = _same_as_advance(body_plan, counter, f"{uid}j")
 
     def advance(at: int) -> None:
-        if same is not None:
-            source.line(at, f"{following} = {same}")
-            return
-        source.line(at, f"{following} = {count} + {counter.delta}")
-        if not _advance_in_range(counter):
-            source.line(
-                at,
-                f"if not -2147483649 < {following} < 2147483648: {following} = _wrap32({following})",
-            )
+        """Nothing where the ADD stands: no other step reads its result (``find_counter``)
+        and the steps after it read the counter itself, so it is computed at the end of
+        the iteration, right into the counter (one line fewer to compile)."""
 
     if counter.materialize:  # other body steps read the counter as an array
         source.line(inner, f"{state[counter.counter]} = _i32({count})")
@@ -343,12 +342,19 @@ def _emit_counter_loop(
         if body_step.kind is StepKind.IF and body_step.inputs[0] in ints:
             replace[position] = _if_emitter(gen, source, body_plan, body_step, body_namer, ints)
     gen.emit_steps(source, body_plan, body_namer, inner, replace)
-    source.line(inner, f"{count} = {following}")
+    if same is not None:
+        source.line(inner, f"{count} = {same}")
+    else:
+        source.line(inner, f"{count} += {counter.delta}")
+        if not _advance_in_range(counter):
+            source.line(
+                inner, f"if not -2147483649 < {count} < 2147483648: {count} = _wrap32({count})"
+            )
     source.location = location
     others = [k for k in range(n_carried) if k != counter.counter]
     if others:
         results = [body_namer(body_plan.subgraph.outputIndexes[k]) for k in others]
-        source.line(inner, f"{_targets([state[k] for k in others])} = {_targets(results)}")
+        source.line(inner, _assign([state[k] for k in others], results))
     source.line(depth, f"{state[counter.counter]} = _i32({count})")
 
 
