@@ -335,7 +335,8 @@ def _emit_counter_loop(
                 gen, source, body_plan, scalar, ints, counter.arrays, body_namer, uid
             )
         else:
-            in_range = scalar.output in advances  # the counter's next value, in range
+            # the counter's next value, or an int32 floored by a constant: in range
+            in_range = scalar.output in advances or _quotient_in_range(scalar)
             emitter = _scalar_emitter(source, scalar, ints, counter.arrays, body_namer, in_range)
         replace[position] = emitter
     for position, body_step in enumerate(body_plan.steps):
@@ -400,6 +401,19 @@ def _advances(body_plan, counter: specialize.CounterLoop) -> set[int]:
         if isinstance(scalar, specialize.ScalarStep)
         and (scalar.operator, scalar.left, scalar.right) in forms
     }
+
+
+def _quotient_in_range(scalar: specialize.ScalarStep) -> bool:
+    """``x // c`` of an int32 ``x`` by a constant ``c`` other than -1 (and 0, which
+    ``scalar_steps`` leaves to the kernel): its magnitude is at most ``x``'s, so it
+    is an int32 too (only INT32_MIN // -1 leaves the range)."""
+    right = scalar.right
+    return (
+        scalar.operator == "//"
+        and not isinstance(scalar.left, str)
+        and isinstance(right, str)
+        and int(right[1:]) not in (0, -1)
+    )
 
 
 def _same_as_advance(body_plan, counter: specialize.CounterLoop, stem: str) -> str | None:

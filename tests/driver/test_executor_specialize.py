@@ -486,3 +486,15 @@ def test_counter_advance_without_wrap_only_when_the_test_bounds_it(
 
     counter = CounterLoop(0, None if bound is not None else 1, bound, operator, first, 0, delta)
     assert _advance_in_range(counter) is in_range
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "in_range"),
+    [(3, "c2", True), (3, "c-2", True), (3, "c-1", False), ("c7", 3, False), (3, 4, False)],
+)
+def test_a_quotient_by_a_constant_other_than_minus_one_needs_no_wrap(left, right, in_range):
+    from nnhal.driver.executor.control_flow import _quotient_in_range
+    from nnhal.driver.executor.specialize import ScalarStep
+
+    assert _quotient_in_range(ScalarStep(9, "//", left, right, False)) is in_range
+    assert not _quotient_in_range(ScalarStep(9, "*", left, right, False))
