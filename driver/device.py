@@ -37,7 +37,7 @@ from nnhal.driver.cache import CompilationCache
 from nnhal.driver.deadlines import deadline_passed
 from nnhal.driver.executor import compile_model
 from nnhal.driver.executor.compiler import Checked
-from nnhal.driver.executor.operands import map_model_pools, operand_info
+from nnhal.driver.executor.operands import describe, map_model_pools, operand_info
 from nnhal.driver.executor.shapes import strict_shapes
 from nnhal.driver.extensions import ExtensionSet, compiling, extension_query
 from nnhal.driver.limits import (
@@ -184,13 +184,14 @@ class ModelAnalysis:
         if info is None:
             subgraph = subgraph_at(self.model, number)
             operand = subgraph.operands[index]
-            value = None
-            if operand.lifetime in _CONSTANT_LIFETIMES:
-                value = self._constant_view(operand)
-                views = [] if value is not None else self.pool_views()
+            if operand.lifetime not in _CONSTANT_LIFETIMES:
+                info = describe(operand)
             else:
-                views = []
-            info = operand_info(self.model, subgraph, index, views, value=value)
+                value = self._constant_view(operand)
+                if value is not None:
+                    info = describe(operand, value)
+                else:  # decode_constant reads it (or raises its precise error)
+                    info = operand_info(self.model, subgraph, index, self.pool_views())
             self._infos[key] = info
         return info
 
@@ -252,10 +253,11 @@ class ModelAnalysis:
             # OEM_OPERATION or a HAL operation we do not implement: structurally
             # valid; the support decision says "no" with the reason.
             return
-        # (validate_model calls this only once every operand index is in range)
-        describe = self.operand_info
-        inputs = [describe(number, i) for i in op.inputs]
-        outputs = [describe(number, i) for i in op.outputs]
+        # (validate_model calls this only once every operand index is in range; an
+        # operand read by several operations is described once, then only looked up)
+        described, describe = self._infos.get, self.operand_info
+        inputs = [described((number, i)) or describe(number, i) for i in op.inputs]
+        outputs = [described((number, i)) or describe(number, i) for i in op.outputs]
         ctx = OpContext(
             op=definition,
             inputs=inputs,

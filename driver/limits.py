@@ -327,16 +327,20 @@ def too_big(what: str, type_code: int, dims: Sequence[int], limits: Limits) -> s
 
 def check_declared_tensors(model: Model, limits: Limits) -> None:
     """Every operand's declared size (a lower bound when axes are unknown)."""
-    empty_fits = limits.max_tensor_bytes >= 0  # no dimensions: 0 bytes (tensor_bytes)
+    limit = limits.max_tensor_bytes
+    empty_fits = limit >= 0  # no dimensions: 0 bytes (tensor_bytes)
     for number, subgraph in enumerate(model_subgraphs(model)):
         for index, operand in enumerate(subgraph.operands):
-            if empty_fits and not operand.dimensions:
+            dims = operand.dimensions
+            if empty_fits and not dims:
                 continue  # scalars and unknown ranks, a third of a model's operands
-            why = too_big(
-                f"subgraph {number}, operand {index}", operand.type, operand.dimensions, limits
-            )
-            if why is not None:
-                raise ResourceExhausted(why, transient=False)
+            # ``too_big``, with the operand named only when it is too big
+            size = tensor_bytes(operand.type, dims)
+            if size > limit:
+                what = f"subgraph {number}, operand {index}"
+                raise ResourceExhausted(
+                    tensor_reason(what, operand.type, dims, size, limit), transient=False
+                )
 
 
 def check_request_pools(request: Request, limits: Limits) -> None:

@@ -159,6 +159,11 @@ def _require_known_size(where: str, text: str, operand: Operand) -> None:
         )
 
 
+def _sized(operand: Operand) -> bool:
+    """``_require_known_size`` passes for ``operand``."""
+    return has_known_size(operand) or _RUNTIME_MODE.get()
+
+
 def _check_condition_operand(where: str, text: str, operand: Operand) -> None:
     if operand.type != _BOOL8 or tuple(operand.dimensions) != (1,):
         raise InvalidArgument(
@@ -196,23 +201,27 @@ def check_if(
                 f"{where}: {name} has {len(branch.outputIndexes)} outputs but the IF has"
                 f" {len(outs)}; the counts must match"
             )
+        # (each text is spelt out only for the pair that fails: checking a valid model
+        # formats nothing)
         inner_ops = branch.operands
         for j, idx in enumerate(branch.inputIndexes):
-            _require_compatible(
-                where,
-                f"{name} input {j} (operand {idx})",
-                inner_ops[idx],
-                f"IF input {3 + j} (operand {ins[3 + j]})",
-                operands[ins[3 + j]],
-            )
+            if incompatibility(inner_ops[idx], operands[ins[3 + j]]) is not None:
+                _require_compatible(
+                    where,
+                    f"{name} input {j} (operand {idx})",
+                    inner_ops[idx],
+                    f"IF input {3 + j} (operand {ins[3 + j]})",
+                    operands[ins[3 + j]],
+                )
         for j, idx in enumerate(branch.outputIndexes):
-            _require_compatible(
-                where,
-                f"{name} output {j} (operand {idx})",
-                inner_ops[idx],
-                f"IF output {j} (operand {outs[j]})",
-                operands[outs[j]],
-            )
+            if incompatibility(inner_ops[idx], operands[outs[j]]) is not None:
+                _require_compatible(
+                    where,
+                    f"{name} output {j} (operand {idx})",
+                    inner_ops[idx],
+                    f"IF output {j} (operand {outs[j]})",
+                    operands[outs[j]],
+                )
 
 
 def check_while(
@@ -239,8 +248,12 @@ def check_while(
         raise InvalidArgument(
             f"{where}: {name} has {len(cond.outputIndexes)} outputs; it must have exactly 1"
         )
+    # (each text is spelt out only for the pair that fails: checking a valid model
+    # formats nothing)
     for j, idx in enumerate(cond.inputIndexes):
         inner, outer = cond.operands[idx], operands[ins[2 + j]]
+        if incompatibility(inner, outer) is None and _sized(inner) and _sized(outer):
+            continue
         inner_text = f"{name} input {j} (operand {idx})"
         outer_text = f"WHILE input {2 + j} (operand {ins[2 + j]})"
         _require_compatible(where, inner_text, inner, outer_text, outer)
@@ -269,6 +282,8 @@ def check_while(
         )
     for j, idx in enumerate(body.inputIndexes):
         inner, outer = body.operands[idx], operands[ins[2 + j]]
+        if incompatibility(inner, outer) is None and _sized(inner) and _sized(outer):
+            continue
         inner_text = f"{name} input {j} (operand {idx})"
         outer_text = f"WHILE input {2 + j} (operand {ins[2 + j]})"
         _require_compatible(where, inner_text, inner, outer_text, outer)
@@ -276,6 +291,10 @@ def check_while(
         _require_known_size(where, outer_text, outer)
     for j, idx in enumerate(outs):
         inner_idx = body.outputIndexes[j]
+        if incompatibility(body.operands[inner_idx], operands[idx]) is None and _sized(
+            operands[idx]
+        ):
+            continue
         outer_text = f"WHILE output {j} (operand {idx})"
         _require_compatible(
             where,
@@ -287,6 +306,10 @@ def check_while(
         _require_known_size(where, outer_text, operands[idx])
     for j in range(n_out):
         in_idx, out_idx = body.inputIndexes[j], body.outputIndexes[j]
+        if incompatibility(body.operands[in_idx], body.operands[out_idx]) is None and _sized(
+            body.operands[out_idx]
+        ):
+            continue
         out_text = f"{name} output {j} (operand {out_idx})"
         _require_compatible(
             where,

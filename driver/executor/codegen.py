@@ -1,6 +1,6 @@
 """Plans compiled to straight-line Python.
 
-For every subgraph that is run as a function (main, IF branches, WHILE
+For every subgraph that is run as a function (main, IF branches and WHILE
 conditions/bodies that are not inlined) we generate the source of one Python
 function and ``exec`` it once. Operands become local variables (``v7``),
 kernels and constants globals of the function's own namespace (``k0_1``,
@@ -32,8 +32,13 @@ whose result shape is not proven ahead is preceded by its ``TensorGuard``
 and followed by a size test (``tensor_guard``).
 
 Errors: a kernel exception is turned into GeneralFailure naming the
-operation (a MemoryError into RESOURCE_EXHAUSTED_TRANSIENT). The generated code carries no bookkeeping for that: the except
-clause maps the traceback's line number back to the step that raised.
+operation (a MemoryError into RESOURCE_EXHAUSTED_TRANSIENT). The generated code
+carries no bookkeeping for that, not even a ``try``: the caller of the main
+function (``CompiledModel.run``) hands the exception to ``located``, which
+finds the innermost generated frame in its traceback and maps that frame's line
+number back to the step that raised (its ``_locations``). A ``try`` around every
+body had been an eighth of compiling a small function, paid at every first
+preparation.
 """
 
 from __future__ import annotations
@@ -89,11 +94,29 @@ _counter = itertools.count()
 _HEADER_LINES = 1
 
 
-def _wrap(exc: BaseException, locations: list[str | None]) -> HalError:
-    """GeneralFailure for an exception raised by a generated function's line (or the HAL
-    error an exception with ``hal_error(where)`` gives)."""
+#: the start of every generated function's file name (``_instantiate``)
+_FILENAME = "<nnhal plan "
+
+
+def located(exc: BaseException) -> HalError | None:
+    """The HAL error of an exception raised by a line of generated code (``_wrap``), or
+    None when no generated function's line raised it (argument binding of the main
+    function). HAL errors that travel unchanged (``_PASS``) are the caller's to pass."""
+    found = None
     tb = exc.__traceback__
-    line = tb.tb_lineno - _HEADER_LINES - 1 if tb is not None else -1
+    while tb is not None:  # the innermost generated frame: the step that raised
+        if tb.tb_frame.f_code.co_filename.startswith(_FILENAME):
+            found = tb
+        tb = tb.tb_next
+    if found is None:
+        return None
+    return _wrap(exc, found.tb_frame.f_globals["_locations"], found.tb_lineno)
+
+
+def _wrap(exc: BaseException, locations: list[str | None], lineno: int) -> HalError:
+    """GeneralFailure for an exception raised by line ``lineno`` of a generated function
+    (or the HAL error an exception with ``hal_error(where)`` gives)."""
+    line = lineno - _HEADER_LINES - 1
     location = locations[line] if 0 <= line < len(locations) else None
     prefix = location or "execution"
     if isinstance(exc, MemoryError):
@@ -121,8 +144,6 @@ def _shape_fail(location: str, position: int, operand: int, value, dims: tuple) 
 
 
 _GLOBALS: dict[str, object] = {
-    "_PASS": _PASS,
-    "_wrap": _wrap,
     "_mono": time.monotonic_ns,
     "_missed": _missed,
     "_shape_fail": _shape_fail,
@@ -136,6 +157,8 @@ _GLOBALS: dict[str, object] = {
 
 #: steps of one generated function; longer plans are split (Generator._emit_chunks)
 CHUNK_STEPS = 1000
+#: operations of an IF branch that is inlined where it is taken (``Generator.inline_branch``)
+INLINE_BRANCH_STEPS = 4
 #: an operand's variable name in a subgraph function (Namer's "v" prefix)
 _OPERAND = re.compile(r"\bv\d+\b")
 
@@ -150,7 +173,7 @@ def _build(fname: str, params: list[str], source: Source, what: str) -> tuple[Ca
 
 def _instantiate(text: str, names: list[str], values: list[object], what: str) -> Callable:
     """The function of ``text`` with the closure ``names`` bound to ``values``."""
-    filename = f"<nnhal plan {next(_counter)}: {what}>"
+    filename = f"{_FILENAME}{next(_counter)}: {what}>"
     namespace = dict(_GLOBALS)
     namespace.update(zip(names, values))
     exec(compile_source(text, filename), namespace)  # noqa: S102 (our own source)
@@ -262,12 +285,25 @@ class Generator:
         """WHILE conditions/bodies without WHILE of their own are inlined in the loop."""
         return not self.plans[number].has_while
 
+    def inline_branch(self, number: int) -> bool:
+        """IF branches of at most ``INLINE_BRANCH_STEPS`` operations (no IF or WHILE of
+        their own, no input listed twice) become lines where they are taken: a function
+        of a line or two had cost more to compile than its lines inline, and a call
+        per execution (``control_flow.emit_if``)."""
+        plan = self.plans[number]
+        inputs = plan.subgraph.inputIndexes
+        return (
+            len(plan.steps) <= INLINE_BRANCH_STEPS
+            and all(step.kind is StepKind.OPERATION for step in plan.steps)
+            and len(set(inputs)) == len(inputs)
+        )
+
     def _calls(self, number: int) -> list[int]:
         """Subgraphs whose functions the code of ``number`` calls."""
         called: list[int] = []
         for step in self.plans[number].steps:
             if step.kind is StepKind.IF:
-                called.extend(step.refs)
+                called.extend(r for r in step.refs if not self.inline_branch(r))
             elif step.kind is StepKind.WHILE:
                 for ref in step.refs:
                     if self.inlined(ref):
@@ -276,6 +312,7 @@ class Generator:
                             for inner in self.plans[ref].steps
                             if inner.kind is StepKind.IF
                             for r in inner.refs
+                            if not self.inline_branch(r)
                         )
                     else:
                         called.append(ref)
@@ -315,9 +352,8 @@ class Generator:
             prologue = []
         params += ["_lt", "_dl"] if self.checked else ["_lt"]
 
-        source.line(0, "try:")
         for target, value in prologue:
-            source.line(1, f"{target} = {value}")
+            source.line(0, f"{target} = {value}")
         outputs = [namer(i) for i in subgraph.outputIndexes]
         if chunked:
             defined = params + [target for target, _ in prologue]
@@ -326,16 +362,12 @@ class Generator:
             starts = []
             for position, step in enumerate(plan.steps):
                 starts.append(len(source.lines))
-                self.emit_step(source, plan, namer, 1, position, step)
+                self.emit_step(source, plan, namer, 0, position, step)
             release_dead(source.lines, source.locations, starts, set(outputs))
         source.location = f"subgraph {number} outputs"
-        source.line(1, f"return ({''.join(o + ', ' for o in outputs)})")
+        source.line(0, f"return ({''.join(o + ', ' for o in outputs)})")
         source.location = None
-        source.line(0, "except _PASS:")
-        source.line(1, "raise")
-        source.line(0, "except Exception as _e:")
-        source.line(1, "raise _wrap(_e, _locations) from _e")
-        source.bind("_locations", source.locations)
+        source.bind("_locations", source.locations)  # read by ``located``
 
         fname = f"subgraph_{number}{'_checked' if self.checked else ''}"
         function, text = _build(fname, params, source, f"subgraph {number}")
@@ -424,11 +456,10 @@ class Generator:
         for span in spans:
             chunk = Source()
             namer = Namer(chunk, plan, "v")
-            chunk.line(0, "try:")
             starts = []
             for position in span:
                 starts.append(len(chunk.lines))
-                self.emit_step(chunk, plan, namer, 1, position, steps[position])
+                self.emit_step(chunk, plan, namer, 0, position, steps[position])
             written = (namer(i) for p in span for i in steps[p].outputs)
             writes = {name for name in written if _OPERAND.fullmatch(name)}
             reads = set(_OPERAND.findall("\n".join(chunk.lines)))
@@ -447,18 +478,14 @@ class Generator:
             ins = sorted((reads & known) - writes)
             release_dead(chunk.lines, chunk.locations, starts, set(live_out[k]))
             chunk.location = None
-            chunk.line(1, f"return ({''.join(o + ', ' for o in live_out[k])})")
-            chunk.line(0, "except _PASS:")
-            chunk.line(1, "raise")
-            chunk.line(0, "except Exception as _e:")
-            chunk.line(1, "raise _wrap(_e, _locations)")
+            chunk.line(0, f"return ({''.join(o + ', ' for o in live_out[k])})")
             chunk.bind("_locations", chunk.locations)
             fname = f"subgraph_{number}_part{k}{'_checked' if self.checked else ''}"
             function, text = _build(fname, ins + tail, chunk, f"subgraph {number} part {k}")
             texts.append(text)
             call = f"{source.bind(f'_part{k}', function)}({', '.join(ins + tail)})"
             targets = "".join(o + ", " for o in live_out[k])
-            source.line(1, f"{targets} = {call}" if targets else call)
+            source.line(0, f"{targets} = {call}" if targets else call)
         self._chunk_sources[number] = texts
 
     # -- steps -------------------------------------------------------------

@@ -5,8 +5,9 @@ subgraph that contains them (see ``codegen``):
 
 - IF reads its condition (NO_VALUE or missing at run time is a
   GeneralFailure naming the IF, as the reference's OP_FAILED) and calls the
-  chosen branch's function with the outer operands as its inputs. A constant
-  condition picks the branch at compile time.
+  chosen branch's function with the outer operands as its inputs, or runs
+  its lines there when the branch is small (``Generator.inline_branch``). A
+  constant condition picks the branch at compile time.
 - WHILE becomes a ``while True`` loop over local state variables. A
   condition or body without a WHILE of its own is inlined into the loop (its
   steps become lines of the loop), otherwise its function is called. Body
@@ -84,6 +85,14 @@ def _targets(names: list[str]) -> str:
     return "".join(f"{n}, " for n in names).rstrip()
 
 
+def _assign(targets: list[str], values: list[str]) -> str:
+    """``targets = values`` for names and expressions: a plain assignment for one (less
+    to compile than a tuple packed and unpacked), a tuple assignment for more."""
+    if len(targets) == 1:
+        return f"{targets[0]} = {values[0]}"
+    return f"{_targets(targets)} = {_targets(values)}"
+
+
 def emit_if(
     gen: Generator,
     source: Source,
@@ -101,15 +110,22 @@ def emit_if(
     condition = step.inputs[0]
     constant = plan.constants.get(condition)
     location = step.location
+
+    def branch(ref: int, at: int) -> None:
+        if gen.inline_branch(ref):
+            _emit_branch(gen, source, ref, args, outputs, at)
+            source.location = location
+        else:
+            source.line(at, f"{target} = {gen.call(source, ref, args)}")
+
     if constant is not None and constant.size >= 1:
         # A constant condition: the branch is known now.
-        chosen = then_ref if bool(constant.reshape(-1)[0]) else else_ref
-        source.line(depth, f"{target} = {gen.call(source, chosen, args)}")
+        branch(then_ref if bool(constant.reshape(-1)[0]) else else_ref, depth)
     elif verdict is not None:  # a condition computed on Python ints (specialize)
         source.line(depth, f"if {verdict}:")
-        source.line(depth + 1, f"{target} = {gen.call(source, then_ref, args)}")
+        branch(then_ref, depth + 1)
         source.line(depth, "else:")
-        source.line(depth + 1, f"{target} = {gen.call(source, else_ref, args)}")
+        branch(else_ref, depth + 1)
     else:
         name = namer(condition)
         if name == "None":  # NO_VALUE: the model is valid, executing it fails
@@ -117,10 +133,36 @@ def emit_if(
             return
         source.line(depth, f"if {name} is None: raise _no_condition({location!r}, {condition})")
         source.line(depth, f"if {name}[0]:")
-        source.line(depth + 1, f"{target} = {gen.call(source, then_ref, args)}")
+        branch(then_ref, depth + 1)
         source.line(depth, "else:")
-        source.line(depth + 1, f"{target} = {gen.call(source, else_ref, args)}")
+        branch(else_ref, depth + 1)
     gen.emit_shape_checks(source, plan, step, outputs, depth)
+
+
+def _emit_branch(
+    gen: Generator, source: Source, ref: int, args: list[str], outputs: list[str], depth: int
+) -> None:
+    """The steps of a small IF branch where it is taken (``Generator.inline_branch``): the
+    lines its function would hold, on the IF's operands, its results bound to the IF's
+    outputs. A result a step writes is written under the output's name directly; as with
+    the call, a result may also be an input or a constant (no copy either way)."""
+    from nnhal.driver.executor.codegen import Namer  # codegen imports this module
+
+    branch_plan = gen.plans[ref]
+    subgraph = branch_plan.subgraph
+    inputs, results = subgraph.inputIndexes, subgraph.outputIndexes
+    overrides = dict(zip(inputs, args))
+    written = {index for step in branch_plan.steps for index in step.outputs}
+    rest = []
+    for index, name in zip(results, outputs):
+        if index in written and results.count(index) == 1:
+            overrides[index] = name
+        else:
+            rest.append((name, index))
+    names = Namer(source, branch_plan, source.fresh("i") + "_", overrides)
+    gen.emit_steps(source, branch_plan, names, depth)
+    if rest:
+        source.line(depth, _assign([name for name, _ in rest], [names(i) for _, i in rest]))
 
 
 def emit_while(
@@ -133,7 +175,7 @@ def emit_while(
     state = [f"{uid}s{k}" for k in range(len(initial))]
     n_carried = len(body_plan.subgraph.outputIndexes)  # m + k
 
-    source.line(depth, f"{_targets(state)} = {_targets(initial)}")
+    source.line(depth, _assign(state, initial))
     counter = None
     if gen.specialize and gen.inlined(cond_ref) and gen.inlined(body_ref):
         counter = specialize.find_counter(cond_plan, body_plan, n_carried)
@@ -192,7 +234,6 @@ def _emit_loop(
     source.line(inner, f"if _mono() > {limit}: raise _loop_timeout({location!r}, _lt)")
 
     # body: its outputs become the next state (references swapped, no copy)
-    carried = _targets(state[:n_carried])
     if gen.inlined(body_ref):
         body_namer = Namer(
             source, body_plan, f"{uid}b", dict(zip(body_plan.subgraph.inputIndexes, state))
@@ -201,9 +242,9 @@ def _emit_loop(
         gen.emit_steps(source, body_plan, body_namer, inner, replace)
         source.location = location
         results = [body_namer(i) for i in body_plan.subgraph.outputIndexes]
-        source.line(inner, f"{carried} = {_targets(results)}")
+        source.line(inner, _assign(state[:n_carried], results))
     else:
-        source.line(inner, f"{carried} = {gen.call(source, body_ref, state)}")
+        source.line(inner, f"{_targets(state[:n_carried])} = {gen.call(source, body_ref, state)}")
 
 
 def _emit_counter_loop(
@@ -238,28 +279,25 @@ def _emit_counter_loop(
         if own is not None:
             source.line(depth, f"{own} = None")
     source.line(depth, f"{limit} = _mono() + _lt")
-    source.line(depth, "while True:")
     inner = depth + 1
     source.location = cond_plan.steps[0].location
-    if gen.checked:
+    if gen.checked:  # the deadline test comes before the condition's
+        source.line(depth, "while True:")
         source.line(inner, f"if _mono() > _dl[0]: raise _missed({source.location!r})")
-    source.line(inner, f"if not {test[0]} {counter.operator} {test[1]}: break")
+        source.line(inner, f"if not {test[0]} {counter.operator} {test[1]}: break")
+    else:  # (a comparison of two ints cannot raise: no line of its own needed)
+        source.line(depth, f"while {test[0]} {counter.operator} {test[1]}:")
     source.location = location
     source.line(inner, f"if _mono() > {limit}: raise _loop_timeout({location!r}, _lt)")
 
-    following = f"{uid}k"  # the next counter value (steps after the ADD still read this one)
     # a body step before the counter's own ADD that computes the same value (t + 1 as a
     # write position): its int is taken rather than computed again
     same = _same_as_advance(body_plan, counter, f"{uid}j")
 
     def advance(at: int) -> None:
-        if same is not None:
-            source.line(at, f"{following} = {same}")
-            return
-        source.line(at, f"{following} = {count} + {counter.delta}")
-        source.line(
-            at, f"if not -2147483649 < {following} < 2147483648: {following} = _wrap32({following})"
-        )
+        """Nothing where the ADD stands: no other step reads its result (``find_counter``)
+        and the steps after it read the counter itself, so it is computed at the end of
+        the iteration, right into the counter (one line fewer to compile)."""
 
     if counter.materialize:  # other body steps read the counter as an array
         source.line(inner, f"{state[counter.counter]} = _i32({count})")
@@ -274,6 +312,7 @@ def _emit_counter_loop(
     replace = {p: emit(body_namer) for p, emit in hoisted.items()}
     replace[counter.step] = advance
     elements: dict[int, list[str]] = {}  # index vector -> its elements' expressions
+    advances = _advances(body_plan, counter) if _advance_in_range(counter) else set()
     for position, scalar in counter.scalars.items():
         if isinstance(scalar, counter_index.VectorStep):
             emitter = counter_index.emit_vector(
@@ -296,27 +335,91 @@ def _emit_counter_loop(
                 gen, source, body_plan, scalar, ints, counter.arrays, body_namer, uid
             )
         else:
-            emitter = _scalar_emitter(source, scalar, ints, counter.arrays, body_namer)
+            # the counter's next value, or an int32 floored by a constant: in range
+            in_range = scalar.output in advances or _quotient_in_range(scalar)
+            emitter = _scalar_emitter(source, scalar, ints, counter.arrays, body_namer, in_range)
         replace[position] = emitter
     for position, body_step in enumerate(body_plan.steps):
         if body_step.kind is StepKind.IF and body_step.inputs[0] in ints:
             replace[position] = _if_emitter(gen, source, body_plan, body_step, body_namer, ints)
     gen.emit_steps(source, body_plan, body_namer, inner, replace)
-    source.line(inner, f"{count} = {following}")
+    if same is not None:
+        source.line(inner, f"{count} = {same}")
+    else:
+        source.line(inner, f"{count} += {counter.delta}")
+        if not _advance_in_range(counter):
+            source.line(
+                inner, f"if not -2147483649 < {count} < 2147483648: {count} = _wrap32({count})"
+            )
     source.location = location
     others = [k for k in range(n_carried) if k != counter.counter]
     if others:
         results = [body_namer(body_plan.subgraph.outputIndexes[k]) for k in others]
-        source.line(inner, f"{_targets([state[k] for k in others])} = {_targets(results)}")
+        source.line(inner, _assign([state[k] for k in others], results))
     source.line(depth, f"{state[counter.counter]} = _i32({count})")
+
+
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
+#: the comparison read with the counter on the left (``bound < counter``: ``counter > bound``)
+_FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _advance_in_range(counter: specialize.CounterLoop) -> bool:
+    """Whether ``counter + delta`` stays an int32 wherever the body runs: the loop's own
+    test bounds the counter there (``counter < n`` with an int32 ``n`` leaves room for
+    + 1), so the wrap test after the ADD would never fire and is not generated."""
+    operator = counter.operator if counter.counter_first else _FLIPPED[counter.operator]
+    delta = counter.delta
+    if delta > 0:
+        highest = _INT32_MAX if counter.bound_value is None else counter.bound_value
+        if operator == "<":
+            return highest - 1 + delta <= _INT32_MAX
+        return operator == "<=" and highest + delta <= _INT32_MAX
+    if delta < 0:
+        lowest = _INT32_MIN if counter.bound_value is None else counter.bound_value
+        if operator == ">":
+            return lowest + 1 + delta >= _INT32_MIN
+        return operator == ">=" and lowest + delta >= _INT32_MIN
+    return True
+
+
+def _advance_forms(body_plan, counter: specialize.CounterLoop) -> set[tuple]:
+    """(operator, left, right) of a ``ScalarStep`` computing ``counter + delta``."""
+    counter_in = body_plan.subgraph.inputIndexes[counter.counter]
+    forms = {("+", counter_in, f"c{counter.delta}"), ("-", counter_in, f"c{-counter.delta}")}
+    forms.add(("+", f"c{counter.delta}", counter_in))
+    return forms
+
+
+def _advances(body_plan, counter: specialize.CounterLoop) -> set[int]:
+    """Outputs of the scalar steps that are ``counter + delta`` (a write position t + 1):
+    in range wherever the counter's own ADD is (``_advance_in_range``)."""
+    forms = _advance_forms(body_plan, counter)
+    return {
+        scalar.output
+        for scalar in counter.scalars.values()
+        if isinstance(scalar, specialize.ScalarStep)
+        and (scalar.operator, scalar.left, scalar.right) in forms
+    }
+
+
+def _quotient_in_range(scalar: specialize.ScalarStep) -> bool:
+    """``x // c`` of an int32 ``x`` by a constant ``c`` other than -1 (and 0, which
+    ``scalar_steps`` leaves to the kernel): its magnitude is at most ``x``'s, so it
+    is an int32 too (only INT32_MIN // -1 leaves the range)."""
+    right = scalar.right
+    return (
+        scalar.operator == "//"
+        and not isinstance(scalar.left, str)
+        and isinstance(right, str)
+        and int(right[1:]) not in (0, -1)
+    )
 
 
 def _same_as_advance(body_plan, counter: specialize.CounterLoop, stem: str) -> str | None:
     """The int variable of a ``ScalarStep`` placed before the counter's ADD/SUB that is
     ``counter + delta`` (or ``counter - -delta``), or None."""
-    counter_in = body_plan.subgraph.inputIndexes[counter.counter]
-    forms = {("+", counter_in, f"c{counter.delta}"), ("-", counter_in, f"c{-counter.delta}")}
-    forms.add(("+", f"c{counter.delta}", counter_in))
+    forms = _advance_forms(body_plan, counter)
     for position, scalar in counter.scalars.items():
         if position > counter.step or not isinstance(scalar, specialize.ScalarStep):
             continue
@@ -325,7 +428,7 @@ def _same_as_advance(body_plan, counter: specialize.CounterLoop, stem: str) -> s
     return None
 
 
-def _scalar_emitter(source, scalar, ints, arrays, namer):
+def _scalar_emitter(source, scalar, ints, arrays, namer, in_range: bool = False):
     """Emits ``specialize.ScalarStep``: one Python int operation (and its array if needed)."""
 
     def side(x) -> str:
@@ -334,7 +437,7 @@ def _scalar_emitter(source, scalar, ints, arrays, namer):
     def emit(at: int) -> None:
         out = ints[scalar.output]
         source.line(at, f"{out} = {side(scalar.left)} {scalar.operator} {side(scalar.right)}")
-        if not scalar.boolean:
+        if not scalar.boolean and not in_range:
             source.line(at, f"if not -2147483649 < {out} < 2147483648: {out} = _wrap32({out})")
         if scalar.output in arrays:
             maker = "_b8" if scalar.boolean else "_i32"

@@ -71,15 +71,9 @@ def _generate(gen: Generator, plan: SubgraphPlan, step: Step) -> tuple[Callable,
     state = [f"s{k}" for k in range(len(step.inputs) - 2)]
     carried = state[: len(body_plan.subgraph.outputIndexes)]
     source = Source()
-    source.line(0, "try:")
-    _emit_loop(gen, source, step, state, "w", 1)
-    source.line(1, f"return ({''.join(name + ', ' for name in carried)})")
-    source.location = None
-    source.line(0, "except _PASS:")
-    source.line(1, "raise")
-    source.line(0, "except Exception as _e:")
-    source.line(1, "raise _wrap(_e, _locations) from _e")
-    source.bind("_locations", source.locations)
+    _emit_loop(gen, source, step, state, "w", 0)
+    source.line(0, f"return ({''.join(name + ', ' for name in carried)})")
+    source.bind("_locations", source.locations)  # read by ``codegen.located``
     tail = ["_lt", "_dl"] if gen.checked else ["_lt"]
     variant = "_checked" if gen.checked else ""
     fname = f"while_{plan.index}_{step.index}_generic{variant}"

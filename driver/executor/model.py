@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 from nnhal.driver.executor import verbose
-from nnhal.driver.executor.codegen import Generator
+from nnhal.driver.executor.codegen import _PASS, Generator, located
 from nnhal.driver.executor.compiler import Checked, compile_plans, output_dtypes
 from nnhal.driver.executor.operands import map_model_pools
 from nnhal.driver.executor.plan import SubgraphPlan
@@ -247,17 +247,25 @@ class CompiledModel:
         token = _fp_ignore()
         try:
             outputs = function(*inputs, *extra)
-        except HalError:
+        except Exception as exc:
+            # what a step raised, as the HAL error naming it (the generated code has no
+            # try of its own: ``codegen.located``); the HAL errors that travel unchanged
+            error = exc if isinstance(exc, _PASS) else located(exc)
+            if error is None:  # outside any step (argument binding, recursion...)
+                if isinstance(exc, HalError):
+                    error = exc
+                elif isinstance(exc, MemoryError):
+                    raise out_of_memory("execution", exc) from exc
+                else:
+                    hal_error = getattr(exc, "hal_error", None)  # e.g. op-package KernelFault
+                    if hal_error is not None:
+                        raise hal_error("execution") from exc
+                    raise GeneralFailure(f"execution failed: {type(exc).__name__}: {exc}") from exc
             if cancel is not None and cancel.cancelled:
                 raise GeneralFailure(f"execution cancelled: {cancel.reason}") from None
-            raise
-        except MemoryError as exc:
-            raise out_of_memory("execution", exc) from exc
-        except Exception as exc:  # outside any step (argument binding, recursion...)
-            hal_error = getattr(exc, "hal_error", None)  # e.g. op-package KernelFault
-            if hal_error is not None:
-                raise hal_error("execution") from exc
-            raise GeneralFailure(f"execution failed: {type(exc).__name__}: {exc}") from exc
+            if error is exc:
+                raise
+            raise error from exc
         finally:
             _fp_restore(token)
             if deadline_token is not None:

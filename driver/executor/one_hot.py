@@ -33,6 +33,7 @@ generated code checks that the run-time shapes are the declared ones
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,7 +135,7 @@ def _spread(plan: SubgraphPlan, value: int, dims) -> tuple[int, Spread, np.ndarr
             continue
         if operand.lifetime in _CONSTANTS or not operand.dimensions:
             continue
-        if not all(operand.dimensions) or int(np.prod(operand.dimensions)) != 1:
+        if not all(operand.dimensions) or int(math.prod(operand.dimensions)) != 1:
             continue
         return position, Spread(step, operator, element, first), values
     return None
@@ -270,9 +271,9 @@ def _index(dims: tuple[int, ...], flat: str) -> str:
     for d in reversed(dims):
         if d == 1:
             parts.append("0")
-        elif stride * d == int(np.prod(dims)) and stride == 1:
+        elif stride * d == int(math.prod(dims)) and stride == 1:
             parts.append(flat)  # the only axis longer than 1
-        elif stride * d == int(np.prod(dims)):
+        elif stride * d == int(math.prod(dims)):
             parts.append(f"{flat} // {stride}")
         else:
             parts.append(f"{flat} // {stride} % {d}" if stride > 1 else f"{flat} % {d}")
@@ -331,7 +332,7 @@ def emit(gen, source, plan: SubgraphPlan, found, ints, arrays, namer, uid: str):
         if positions.offset is not None:
             shift = f" - {positions.offset}" if positions.offset else ""
             source.line(at + 1, f"_q = {scalar}{shift}")
-            source.line(at + 1, f"if 0 <= _q < {int(np.prod(select.dims))}:")
+            source.line(at + 1, f"if 0 <= _q < {int(math.prod(select.dims))}:")
         else:
             source.line(
                 at + 1, f"for _q in {source.bind(name, positions)}.entries.get({scalar}, ()):"

@@ -6,7 +6,8 @@ at a model's operands with numpy eyes (support checks, the device):
 - ``map_model_pools`` maps ``Model.pools`` (the CONSTANT_REFERENCE storage);
 - ``decode_constant`` turns a CONSTANT_COPY / CONSTANT_REFERENCE operand into
   a numpy array of the operand type's dtype (scalars become 0-d arrays);
-- ``operand_info`` builds the registry's ``OperandInfo`` for one operand.
+- ``operand_info`` builds the registry's ``OperandInfo`` for one operand (``describe``
+  when its constant value is at hand).
 """
 
 from __future__ import annotations
@@ -136,6 +137,14 @@ def operand_info(
     dimensions have an unknown rank: ``dimensions=None``.
     """
     operand = subgraph.operands[index]
+    if value is None and is_constant(operand):
+        value = decode_constant(model, operand, pool_views)
+    return describe(operand, value)
+
+
+def describe(operand: Operand, value: np.ndarray | None = None) -> OperandInfo:
+    """``operand_info`` of an operand whose constant value (if any) is ``value``: the
+    device's checks call it directly, having viewed the constant already."""
     info = OPERAND_TYPE_INFO.get(operand.type)
     scalar = info is not None and info.is_scalar
     dims = tuple(operand.dimensions)
@@ -143,9 +152,6 @@ def operand_info(
         dimensions = None
     else:
         dimensions = () if scalar else dims
-    omitted = operand.lifetime == OperandLifeTime.NO_VALUE
-    if value is None and is_constant(operand):
-        value = decode_constant(model, operand, pool_views)
     # positional: the keywords had cost a third of the dataclass' construction (one per
     # operand of the model)
     return OperandInfo(
@@ -155,5 +161,5 @@ def operand_info(
         operand.zeroPoint,
         operand.extraParams,
         value,
-        omitted,
+        operand.lifetime == OperandLifeTime.NO_VALUE,
     )

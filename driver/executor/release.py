@@ -21,8 +21,8 @@ from __future__ import annotations
 import re
 
 _OPERAND = re.compile(r"\bv\d+\b")
-#: a top-level (depth 1) assignment: ``    v5 = ...`` or ``    v5, v6, = ...``
-_TOP_TARGETS = re.compile(r"^    (v\d+(?:, v\d+)*),? = ")
+#: a top-level (unindented) assignment: ``v5 = ...`` or ``v5, v6, = ...``
+_TOP_TARGETS = re.compile(r"^(v\d+(?:, v\d+)*),? = ")
 
 
 def release_dead(lines: list[str], locations: list, starts: list[int], keep: set[str]) -> None:
@@ -48,5 +48,5 @@ def release_dead(lines: list[str], locations: list, starts: list[int], keep: set
             dead.setdefault(k, []).append(name)
     for k in sorted(dead, reverse=True):  # from the end: earlier positions stay valid
         at = bounds[k + 1]
-        lines.insert(at, f"    del {', '.join(sorted(dead[k]))}")
+        lines.insert(at, f"del {', '.join(sorted(dead[k]))}")
         locations.insert(at, locations[at - 1] if at else None)

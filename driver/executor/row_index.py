@@ -29,6 +29,7 @@ ints too.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,7 +88,7 @@ def argmax_step(plan: SubgraphPlan, step: Step) -> RowArgmax | None:
     axis = _int_constant(plan, step.inputs[1])
     if not dims or not all(dims) or axis is None or not -len(dims) <= axis < len(dims):
         return None
-    if int(np.prod(dims)) != dims[axis]:  # one row: every other axis is 1
+    if int(math.prod(dims)) != dims[axis]:  # one row: every other axis is 1
         return None
     if len(dims) > 2:  # the kernel's result would be [1, 1, ...]: not the declared [1]
         return None

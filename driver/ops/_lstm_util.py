@@ -121,6 +121,30 @@ def compile_state(ctx: OpContext, index: int | None) -> tuple[str, Shape]:
     return MAYBE, info.dimensions  # a model input may be left without a value
 
 
+def compiled_cell(
+    ctx: OpContext,
+    layout: CellLayout,
+    *,
+    input_index: int | None = None,
+    time_major: bool | None = None,
+) -> Geometry:
+    """``check_cell`` on what compile time knows (``compile_state``, failing with
+    ``ctx.fail``), worked out once per context: the device's shape proofs (``prepare``)
+    and the kernel binding of one preparation ask the same question of the same context.
+    The result is shared: nobody changes a Geometry."""
+    return ctx.remember(
+        ("check_cell", layout, input_index, time_major),
+        lambda: check_cell(
+            ctx,
+            layout,
+            lambda i: compile_state(ctx, i),
+            ctx.fail,
+            input_index=input_index,
+            time_major=time_major,
+        ),
+    )
+
+
 def runtime_state(arrays: Sequence) -> Callable[[int | None], tuple[str, Shape]]:
     """dims_of for arrays indexed by operand position (None = omitted)."""
 

@@ -40,7 +40,7 @@ from nnhal.driver.ops._lstm_util import (
     check_cell,
     check_nonnegative,
     clip_scalar_type,
-    compile_state,
+    compiled_cell,
     fully_declared,
     layer_norm,
     layer_norm_args,
@@ -447,7 +447,7 @@ class CellBinder:
             values = [
                 None if ctx.is_omitted(i) else info.value for i, info in enumerate(ctx.inputs)
             ]
-            geo = self._check(lambda i: compile_state(ctx, i), ctx.fail)
+            geo = compiled_cell(ctx, layout, input_index=input_index, time_major=time_major)
             self.cell = FloatCell(values, layout, geo, *self.args, aux_weights=aux_weights)
         inp = layout.input if input_index is None else input_index
         runtime = (inp, layout.h_in, layout.c_in)
@@ -534,7 +534,7 @@ def _validate(ctx: OpContext) -> HalVersion | None:
 
 
 def _prepare(ctx: OpContext) -> list[Shape]:
-    geo = check_cell(ctx, LAYOUT, lambda i: compile_state(ctx, i), ctx.fail, time_major=None)
+    geo = compiled_cell(ctx, LAYOUT)
     gates = 0 if geo.cifg is None or not geo.n_cell else (3 if geo.cifg else 4) * geo.n_cell
     b = geo.n_batch
     return [(b, gates), (b, geo.n_output), (b, geo.n_cell), (b, geo.n_output)]

@@ -40,7 +40,7 @@ from nnhal.driver.ops import quant
 from nnhal.driver.ops._lstm_util import (
     cell_args,
     check_cell,
-    compile_state,
+    compiled_cell,
     layer_norm_args,
     runtime_state,
     scalar_value,
@@ -270,7 +270,7 @@ def _ql_validate(ctx: OpContext) -> HalVersion | None:
 
 
 def _ql_prepare(ctx: OpContext) -> list[Shape]:
-    geo = check_cell(ctx, QL, lambda i: compile_state(ctx, i), ctx.fail, time_major=None)
+    geo = compiled_cell(ctx, QL)
     return [(geo.n_batch, geo.n_output), (geo.n_batch, geo.n_cell), (geo.n_batch, geo.n_output)]
 
 
@@ -418,7 +418,7 @@ def _ql_execute(ctx: OpContext) -> Callable:
     params = None
     if all(ctx.is_omitted(i) or ctx.inputs[i].is_constant for i in QL.weights):
         values = [None if ctx.is_omitted(i) else info.value for i, info in enumerate(ctx.inputs)]
-        check_cell(ctx, QL, lambda i: compile_state(ctx, i), ctx.fail, time_major=None)
+        compiled_cell(ctx, QL)
         params = _QParams(ctx, values, cell_shift)
 
     def qlstm(*tensors: np.ndarray):

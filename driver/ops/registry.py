@@ -24,6 +24,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -202,11 +203,11 @@ class OperationDef:
             return kernel
         return _refusing_zero_sized(ctx, kernel)
 
-    @property
+    @cached_property  # read for every operation checked (the dataclass is frozen, not slotted)
     def min_inputs(self) -> int:
         return _required(self.inputs)
 
-    @property
+    @cached_property
     def min_outputs(self) -> int:
         """Trailing optional outputs may be left off (the sequence ops' state outputs)."""
         return _required(self.outputs)

@@ -34,6 +34,7 @@ from nnhal.driver.ops._lstm_util import (
     check_nonnegative,
     clip_scalar_type,
     compile_state,
+    compiled_cell,
     layer_norm_args,
     runtime_state,
     scalar_value,
@@ -98,7 +99,7 @@ def _uni_validate(ctx: OpContext) -> HalVersion | None:
 
 def _uni_prepare(ctx: OpContext) -> list[Shape]:
     time_major = _time_major(ctx, 23)
-    geo = check_cell(ctx, UNI, lambda i: compile_state(ctx, i), ctx.fail, time_major=time_major)
+    geo = compiled_cell(ctx, UNI, time_major=time_major)
     shapes = [_sequence_shape(ctx.inputs[0].dimensions, geo.n_output)]
     if len(ctx.outputs) == 3:
         shapes += [(geo.n_batch, geo.n_output), (geo.n_batch, geo.n_cell)]

@@ -154,6 +154,37 @@ def test_if_both_branches_same_subgraph():
         np.testing.assert_array_equal(compiled.run([np.array([value]), f32(1, 1)])[0], f32(6, 6))
 
 
+def _failing_branch_model(passes: int):
+    """IF (input condition) whose then-branch adds a [3] constant to x [2] after ``passes``
+    additions that work: the kernel fails (numpy cannot broadcast) in a branch step."""
+    mb = ModelBuilder()
+    then = mb.subgraph()
+    value = then.input(F32, [2])
+    for _ in range(passes):
+        step = then.temporary(F32, [2])
+        add(then, value, then.constant(F32, [1.0, 1.0]), step)
+        value = step
+    add(then, value, then.constant(F32, [1.0, 2.0, 3.0]), then.output(F32, [2]))
+    other = _adder(mb, 10.0)
+    g = mb.main
+    cond, x = g.input(BOOL8, [1]), g.input(F32, [2])
+    g.operation(O.IF, [cond, g.subgraph_ref(then), g.subgraph_ref(other), x], [g.output(F32, [2])])
+    return compile_model(mb.build())
+
+
+@pytest.mark.parametrize("passes", [0, 5])  # a branch inlined, and one too long for that
+def test_a_failing_branch_step_is_named_inlined_or_called(passes):
+    compiled = _failing_branch_model(passes)
+    inlined = passes == 0
+    assert ("f1(" not in compiled.source()) is inlined
+    np.testing.assert_array_equal(compiled.run([np.array([False]), f32(1, 2)])[0], f32(11, 12))
+    with pytest.raises(GeneralFailure) as info:
+        compiled.run([np.array([True]), f32(1, 2)])
+    assert info.value.message.startswith(
+        f"ADD (subgraph 1, operation {passes}): kernel failed: ValueError"
+    )
+
+
 def test_if_condition_no_value_fails_at_execution():
     mb = ModelBuilder()
     then, other = _adder(mb, 1.0), _adder(mb, 10.0)

@@ -222,5 +222,5 @@ def test_spread_that_leaves_an_int_as_it_is(spread, factor, first):
 def test_write_position_is_the_next_counter_value():
     """at = t + 1 is the counter's next value too: the loop takes it, not a second sum."""
     source = compile_model(write_model()).source(0)
-    assert "w1k = w1j" in source and "w1k = w1i + 1" not in source
+    assert "w1i = w1j" in source and source.count("w1i + 1") == 1 and "w1i += 1" not in source
     check(write_model(), inputs(SIZE + 2))

@@ -462,3 +462,39 @@ def test_counter_arrays_are_fresh_copies_of_their_template():
     assert _b8(True).tolist() == [True] and flag.dtype == np.bool_
     with pytest.raises(OverflowError):  # as np.array([2**31], np.int32): callers wrap first
         _i32(2**31)
+
+
+@pytest.mark.parametrize(
+    ("operator", "first", "bound", "delta", "in_range"),
+    [
+        ("<", True, None, 1, True),  # t < n <= INT32_MAX: t + 1 still an int32
+        ("<", True, None, 2, False),  # t = INT32_MAX - 1 passes, t + 2 wraps
+        ("<=", True, None, 1, False),  # t = INT32_MAX passes
+        ("<=", True, 10, 1, True),
+        (">", False, None, 1, True),  # n > t is t < n
+        (">", True, None, -1, True),  # t > n >= INT32_MIN: t - 1 still an int32
+        (">=", True, None, -1, False),
+        ("<", True, None, -1, False),  # counting away from the bound
+        ("<", True, 2**31 - 1, 1, True),
+    ],
+)
+def test_counter_advance_without_wrap_only_when_the_test_bounds_it(
+    operator, first, bound, delta, in_range
+):
+    from nnhal.driver.executor.control_flow import _advance_in_range
+    from nnhal.driver.executor.specialize import CounterLoop
+
+    counter = CounterLoop(0, None if bound is not None else 1, bound, operator, first, 0, delta)
+    assert _advance_in_range(counter) is in_range
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "in_range"),
+    [(3, "c2", True), (3, "c-2", True), (3, "c-1", False), ("c7", 3, False), (3, 4, False)],
+)
+def test_a_quotient_by_a_constant_other_than_minus_one_needs_no_wrap(left, right, in_range):
+    from nnhal.driver.executor.control_flow import _quotient_in_range
+    from nnhal.driver.executor.specialize import ScalarStep
+
+    assert _quotient_in_range(ScalarStep(9, "//", left, right, False)) is in_range
+    assert not _quotient_in_range(ScalarStep(9, "*", left, right, False))
