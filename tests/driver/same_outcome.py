@@ -1,4 +1,6 @@
-"""``assert_same_outcome``: a specialized compiled model answers as the generic one does."""
+"""Helpers of the executor tests: ``assert_same_outcome`` (a specialized compiled model
+answers as the generic one does) and ``count_rebuilds`` (functions generated again from
+a kept recipe)."""
 
 from __future__ import annotations
 
@@ -25,3 +27,20 @@ def assert_same_outcome(fast: Any, generic: Any, inputs: list) -> list | None:
     for a, b in zip(got, want):
         np.testing.assert_array_equal(a, b)
     return got
+
+
+def count_rebuilds(monkeypatch) -> list[int]:
+    """The subgraph numbers ``codegen.Generator._rebuild`` is asked for from now on (a
+    function generated again from a kept recipe), in order."""
+    from nnhal.driver.executor import codegen
+
+    rebuilt: list[int] = []
+    original = codegen.Generator._rebuild
+
+    def counting(self, number, *args):
+        function = original(self, number, *args)
+        rebuilt.append(number)
+        return function
+
+    monkeypatch.setattr(codegen.Generator, "_rebuild", counting)
+    return rebuilt

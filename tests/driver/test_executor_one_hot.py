@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from nnhal.driver.executor import compile_model, one_hot
-from same_outcome import assert_same_outcome
+from same_outcome import assert_same_outcome, count_rebuilds
 
 from nnhal.builder import ModelBuilder
 from nnhal.types import OperandType as T
@@ -184,17 +184,7 @@ def test_other_shapes_run_the_steps_themselves():
 def test_function_rebuilt_from_its_recipe_gets_the_table(monkeypatch):
     """A second model compiled alike reuses the generated text; its positions table
     (closure ``h<subgraph>_<operation>``) is made from its own plans."""
-    from nnhal.driver.executor import codegen
-
-    rebuilt = []
-    original = codegen.Generator._rebuild
-
-    def counting(self, number, *args):
-        function = original(self, number, *args)
-        rebuilt.append(number)
-        return function
-
-    monkeypatch.setattr(codegen.Generator, "_rebuild", counting)
+    rebuilt = count_rebuilds(monkeypatch)
     model = write_model(positions=[0, 2, 2, 5, 9, 9, 9, -1], factors=np.arange(SIZE) - 3)
     recipes: dict = {}
     first = compile_model(model, recipes=recipes)

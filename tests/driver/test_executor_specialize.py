@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from nnhal.driver.executor import compile_model
 from nnhal.driver.executor.specialize import _wrap32, find_counter
-from same_outcome import assert_same_outcome
+from same_outcome import assert_same_outcome, count_rebuilds
 
 from nnhal.builder import ModelBuilder
 from nnhal.errors import MissedDeadline
@@ -179,17 +179,7 @@ def test_generic_loop_generated_when_first_taken(monkeypatch):
 def test_generic_loop_of_a_function_rebuilt_from_its_recipe(monkeypatch):
     """A model compiled again from the kept text gets its own generic loop (closure
     ``x<subgraph>_<operation>``), made from its own plans."""
-    from nnhal.driver.executor import codegen
-
-    rebuilt = []
-    original = codegen.Generator._rebuild
-
-    def counting(self, number, *args):
-        function = original(self, number, *args)
-        rebuilt.append(number)
-        return function
-
-    monkeypatch.setattr(codegen.Generator, "_rebuild", counting)
+    rebuilt = count_rebuilds(monkeypatch)
     recipes: dict = {}
     compile_model(counter_model(), recipes=recipes)
     second = compile_model(counter_model(bias=(0.5, -2.0)), recipes=recipes)
