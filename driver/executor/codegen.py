@@ -62,6 +62,7 @@ from nnhal.driver.executor import (
 from nnhal.driver.executor.code_cache import compile_source
 from nnhal.driver.executor.fallback_loop import FallbackLoop
 from nnhal.driver.executor.plan import Step, StepKind, SubgraphPlan, post_order
+from nnhal.driver.executor.release import OPERAND as _OPERAND
 from nnhal.driver.executor.release import release_dead
 from nnhal.driver.executor.tensor_guard import TensorGuard, is_tensor, too_big_result
 from nnhal.driver.limits import out_of_memory
@@ -159,8 +160,6 @@ _GLOBALS: dict[str, object] = {
 CHUNK_STEPS = 1000
 #: operations of an IF branch that is inlined where it is taken (``Generator.inline_branch``)
 INLINE_BRANCH_STEPS = 4
-#: an operand's variable name in a subgraph function (Namer's "v" prefix)
-_OPERAND = re.compile(r"\bv\d+\b")
 
 
 def _build(fname: str, params: list[str], source: Source, what: str) -> tuple[Callable, str]:

@@ -113,6 +113,20 @@ def compile_model(
     return compiled
 
 
+def _outside_steps(exc: Exception) -> HalError:
+    """The HAL error of an exception no generated step raised: a HalError itself, a
+    MemoryError as RESOURCE_EXHAUSTED, an exception naming its own (``hal_error``, e.g.
+    an op-package KernelFault), anything else GENERAL_FAILURE."""
+    if isinstance(exc, HalError):
+        return exc
+    if isinstance(exc, MemoryError):
+        return out_of_memory("execution", exc)
+    hal_error = getattr(exc, "hal_error", None)
+    if hal_error is not None:
+        return hal_error("execution")
+    return GeneralFailure(f"execution failed: {type(exc).__name__}: {exc}")
+
+
 class CompiledModel:
     """Plans of every subgraph plus their generated functions; reusable and thread-safe."""
 
@@ -252,15 +266,9 @@ class CompiledModel:
             # try of its own: ``codegen.located``); the HAL errors that travel unchanged
             error = exc if isinstance(exc, _PASS) else located(exc)
             if error is None:  # outside any step (argument binding, recursion...)
-                if isinstance(exc, HalError):
-                    error = exc
-                elif isinstance(exc, MemoryError):
-                    raise out_of_memory("execution", exc) from exc
-                else:
-                    hal_error = getattr(exc, "hal_error", None)  # e.g. op-package KernelFault
-                    if hal_error is not None:
-                        raise hal_error("execution") from exc
-                    raise GeneralFailure(f"execution failed: {type(exc).__name__}: {exc}") from exc
+                error = _outside_steps(exc)
+                if error is not exc:
+                    raise error from exc
             if cancel is not None and cancel.cancelled:
                 raise GeneralFailure(f"execution cancelled: {cancel.reason}") from None
             if error is exc:

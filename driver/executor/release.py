@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import re
 
-_OPERAND = re.compile(r"\bv\d+\b")
+#: an operand's variable name in generated code (``Namer``'s "v" prefix)
+OPERAND = re.compile(r"\bv\d+\b")
 #: a top-level (unindented) assignment: ``v5 = ...`` or ``v5, v6, = ...``
 _TOP_TARGETS = re.compile(r"^(v\d+(?:, v\d+)*),? = ")
 
@@ -40,7 +41,7 @@ def release_dead(lines: list[str], locations: list, starts: list[int], keep: set
             found = _TOP_TARGETS.match(line)
             if found is not None:
                 assigned.update(found.group(1).split(", "))
-            for name in _OPERAND.findall(line):
+            for name in OPERAND.findall(line):
                 last[name] = k
     dead: dict[int, list[str]] = {}
     for name, k in last.items():
