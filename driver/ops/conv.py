@@ -319,10 +319,9 @@ def _conv_slabs(x, wm, w_shape, params: Params, geo, target: _Target, fill=None,
     def numpy_input():
         return x if zp is None else np.subtract(x, dtype.type(zp), dtype=dtype)
 
-    pointwise = kh == kw == 1 and (oh, ow) == (h, w) and params.stride == (1, 1)
     # a quantized input goes through the compiled im2col even then: centered slab by
     # slab while the matmul can take it from cache, not in one copy of the whole input
-    if pointwise and not (top or left) and (zp is None or fill is None):
+    if _pointwise(x.shape, w_shape, params, geo) and (zp is None or fill is None):
         flat = numpy_input().reshape(n * h * w, c)
         step = _rows_per_slab(c, o)
         for p0 in range(0, n * h * w, step):
