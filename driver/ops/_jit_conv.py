@@ -21,6 +21,8 @@ zero (for quantized inputs, ``x - zp_x`` is zero on the padding).
   quantized convolution whose clamp starts at or above the output zero point)
   in one pass per element instead of numpy's five or six over a chunk; the
   same float64 operations on values that are exact, so the same bytes.
+- ``winograd_input`` / ``winograd_output``: the transforms of a float CONV_2D
+  by Winograd's F(2x2, 3x3) (``_winograd`` runs them around its 16 GEMMs).
 - ``requantize_fixed``: the other outputs, by TFLite's integer
   ``MultiplyByQuantizedMultiplier`` itself, in int64 (exact for any
   accumulator, as the reference is).
@@ -374,3 +376,114 @@ def requantize_fixed(acc, bias, mult, left, right, zp, lo, hi, out):
             elif r > hi:
                 r = hi
             out[i, ch] = r
+
+
+@_jit
+def winograd_input(x, top, left, ty0, ty1, rows, v):
+    """v [16, T, C] = the Winograd F(2x2, 3x3) input tiles ``B^T d B`` of tile rows
+    ty0..ty1 of one NHWC image ``x`` [H, W, C] (zero outside it), T = (ty1 - ty0) * TW.
+
+    Tile (ty, tx) reads the 4x4 window at input (2 ty - top, 2 tx - left). Its
+    transform is separable: ``rows`` [(ty1 - ty0) * 2 + 2, TW, 4, C] first holds
+    each input row's four horizontal combinations per tile column (computed once,
+    though two tile rows read each input row), then each tile's four rows combine
+    them. Only additions and subtractions: every value of ``v`` is a sum of at most
+    four inputs with coefficients +-1.
+
+    Returns 0 when every value of ``v`` is finite, else 1: an infinite or NaN
+    input reaches more outputs through the transforms than through the direct sum
+    (a tile's 16 values mix its whole window), so the caller then convolves
+    another way.
+    """
+    h, w, c_count = x.shape
+    tw = rows.shape[1]
+    y_first = 2 * ty0 - top
+    for r in range(2 * (ty1 - ty0) + 2):
+        y = y_first + r
+        if y < 0 or y >= h:
+            for tx in range(tw):
+                for j in range(4):
+                    for c in range(c_count):
+                        rows[r, tx, j, c] = 0.0
+            continue
+        for tx in range(tw):
+            x0 = 2 * tx - left
+            if x0 >= 0 and x0 + 4 <= w:
+                for c in range(c_count):
+                    a0 = x[y, x0, c]
+                    a1 = x[y, x0 + 1, c]
+                    a2 = x[y, x0 + 2, c]
+                    a3 = x[y, x0 + 3, c]
+                    rows[r, tx, 0, c] = a0 - a2
+                    rows[r, tx, 1, c] = a1 + a2
+                    rows[r, tx, 2, c] = a2 - a1
+                    rows[r, tx, 3, c] = a1 - a3
+            else:  # a tile on the left or right edge: its columns outside are zero
+                for c in range(c_count):
+                    a0 = x[y, x0, c] if 0 <= x0 < w else np.float32(0.0)
+                    a1 = x[y, x0 + 1, c] if 0 <= x0 + 1 < w else np.float32(0.0)
+                    a2 = x[y, x0 + 2, c] if 0 <= x0 + 2 < w else np.float32(0.0)
+                    a3 = x[y, x0 + 3, c] if 0 <= x0 + 3 < w else np.float32(0.0)
+                    rows[r, tx, 0, c] = a0 - a2
+                    rows[r, tx, 1, c] = a1 + a2
+                    rows[r, tx, 2, c] = a2 - a1
+                    rows[r, tx, 3, c] = a1 - a3
+    t = 0
+    finite = 0  # stays 0 while every value is finite (x - x is 0 only for those)
+    for ty in range(ty1 - ty0):
+        r = 2 * ty
+        for tx in range(tw):
+            for j in range(4):
+                for c in range(c_count):
+                    r0 = rows[r, tx, j, c]
+                    r1 = rows[r + 1, tx, j, c]
+                    r2 = rows[r + 2, tx, j, c]
+                    r3 = rows[r + 3, tx, j, c]
+                    v0 = r0 - r2
+                    v1 = r1 + r2
+                    v2 = r2 - r1
+                    v3 = r1 - r3
+                    v[j, t, c] = v0
+                    v[4 + j, t, c] = v1
+                    v[8 + j, t, c] = v2
+                    v[12 + j, t, c] = v3
+                    finite |= (v0 - v0 != 0) | (v1 - v1 != 0) | (v2 - v2 != 0) | (v3 - v3 != 0)
+            t += 1
+    return finite
+
+
+@_jit
+def winograd_output(m, bias, ty0, ty1, out, lo, hi):
+    """Output rows 2 ty0 .. 2 ty1 of one NHWC image ``out`` [OH, OW, O] from the
+    products ``m`` [16, T, O] of those tile rows: ``A^T m A`` per tile, plus the
+    bias, clamped to [lo, hi] (NaN passes); a tile's pixels beyond OH or OW are
+    dropped."""
+    oh, ow, o_count = out.shape
+    tw = (ow + 1) // 2
+    t = 0
+    for ty in range(ty0, ty1):
+        oy = 2 * ty
+        for tx in range(tw):
+            ox = 2 * tx
+            for o in range(o_count):
+                r00 = m[0, t, o] + m[4, t, o] + m[8, t, o]
+                r01 = m[1, t, o] + m[5, t, o] + m[9, t, o]
+                r02 = m[2, t, o] + m[6, t, o] + m[10, t, o]
+                r03 = m[3, t, o] + m[7, t, o] + m[11, t, o]
+                r10 = m[4, t, o] - m[8, t, o] - m[12, t, o]
+                r11 = m[5, t, o] - m[9, t, o] - m[13, t, o]
+                r12 = m[6, t, o] - m[10, t, o] - m[14, t, o]
+                r13 = m[7, t, o] - m[11, t, o] - m[15, t, o]
+                b = bias[o]
+                y00 = r00 + r01 + r02 + b
+                y01 = r01 - r02 - r03 + b
+                y10 = r10 + r11 + r12 + b
+                y11 = r11 - r12 - r13 + b
+                out[oy, ox, o] = lo if y00 < lo else (hi if y00 > hi else y00)  # noqa: FURB136 (NaN passes)
+                if ox + 1 < ow:
+                    out[oy, ox + 1, o] = lo if y01 < lo else (hi if y01 > hi else y01)  # noqa: FURB136 (NaN passes)
+                if oy + 1 < oh:
+                    out[oy + 1, ox, o] = lo if y10 < lo else (hi if y10 > hi else y10)  # noqa: FURB136 (NaN passes)
+                    if ox + 1 < ow:
+                        out[oy + 1, ox + 1, o] = lo if y11 < lo else (hi if y11 > hi else y11)  # noqa: FURB136 (NaN passes)
+            t += 1

@@ -1,0 +1,115 @@
+"""CONV_2D 3x3, unit stride and dilation, float, by Winograd's F(2x2, 3x3).
+
+Each 2x2 block of output pixels (a tile) comes from the 4x4 input window
+``d`` under it: ``Y = A^T [(G g G^T) * (B^T d B)] A``, where ``*`` is an
+element-wise product over the 16 positions of the tile. Summed over input
+channels, each of the 16 positions is one matrix product ``[tiles, C] x [C,
+O]``, so the convolution becomes 16 GEMMs with 16/36 of im2col's
+multiplications (2.25x fewer), plus the input and output transforms, which
+only add and subtract (``_jit_conv.winograd_input`` / ``winograd_output``).
+
+Numerics: the filter is transformed once, in float64, then rounded to float32
+(its coefficients are 1/2 and 1/4 multiples of the weights: exact up to that
+rounding). The input transform adds or subtracts at most four inputs and the
+output transform six products' sums, so each output differs from the direct
+sum by a few float32 roundings of values of the size of the inputs' and
+products' magnitudes: the same order as another order of summation (measured
+on 1x112x112x32 with 64 random filters: 2.2e-6 against a float64 reference,
+im2col and BLAS 7.6e-6; the tests bound it by NNAPI's float32 tolerance).
+F(4x4, 3x3) would save more multiplications but its transform's coefficients
+(up to 8, and 1/24) lose about ten times as much precision: not used.
+
+The work goes by bands of tile rows: a band's transformed input, its 16
+products and its outputs stay in the core's cache between the three steps.
+With numba only (``kernels``): numpy without it runs the im2col path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from nnhal.driver.ops import threads
+
+#: G of F(2x2, 3x3): the filter transform ``G g G^T``
+_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=np.float64)
+#: the smallest input channels, output channels and their product for which the
+#: 16 GEMMs beat im2col's one: a GEMM with few rows of K (C) or columns (O) runs far
+#: below the core's peak, while the transforms cost per value. Measured on one
+#: thread against im2col (Winograd's time / im2col's): C = O = 8 on 112x112 2.1x,
+#: C = 4 to 64 filters on 56x56 4.9x, C = 3 to 32 on 112x112 1.4x; C = O = 16 on
+#: 112x112 0.82x, C = 8 to 32 on 56x56 0.82x, 64 to 4 0.79x, and 0.51x-0.59x from
+#: 32 to 64 channels up to 256 to 256 (0.79x at 14x14x512 to 512)
+MIN_CHANNELS = 8
+MIN_FILTERS = 8
+MIN_PRODUCT = 128
+#: the smallest output area (OH * OW): 4x4 outputs with 32 to 32 channels ran in
+#: 0.77x of im2col's time
+MIN_PIXELS = 16
+#: elements of a band's transformed input and products together on one thread
+#: (1 MB of float32: the core's L2 cache holds them between the three steps);
+#: with more threads bands are larger, as each BLAS call synchronizes the pool
+BAND_ELEMENTS_ONE_THREAD = 1 << 18
+BAND_ELEMENTS = 1 << 22
+
+
+def eligible(w_shape, stride, dilation, c: int, oh: int, ow: int) -> bool:
+    """Whether a float CONV_2D (filter ``[O, KH, KW, C]``) goes by Winograd: a 3x3
+    filter at unit stride and dilation, with enough channels, filters and pixels
+    for the 16 smaller GEMMs to beat im2col's one."""
+    o, kh, kw, _ = w_shape
+    return (
+        kh == 3
+        and kw == 3
+        and tuple(stride) == (1, 1)
+        and tuple(dilation) == (1, 1)
+        and c >= MIN_CHANNELS
+        and o >= MIN_FILTERS
+        and c * o >= MIN_PRODUCT
+        and oh * ow >= MIN_PIXELS
+    )
+
+
+def filter_transform(w: np.ndarray) -> np.ndarray | None:
+    """The 3x3 filters ``w`` [O, 3, 3, C] as the 16 GEMMs take them: [16, C, O] float32,
+    or None when a weight is not finite (or a transformed one overflows float32)."""
+    u = np.einsum("ik,okjc,lj->ilco", _G, w.astype(np.float64), _G)
+    u = np.ascontiguousarray(u.reshape(16, w.shape[3], w.shape[0]), dtype=np.float32)
+    return u if np.isfinite(u).all() else None
+
+
+def band_rows(tw: int, c: int, o: int) -> int:
+    """Tile rows per band: as many as keep the band's input tiles and products
+    within the band's size (at least one)."""
+    per_row = 16 * tw * (c + o)
+    limit = BAND_ELEMENTS_ONE_THREAD if threads.single_threaded() else BAND_ELEMENTS
+    return max(1, limit // max(per_row, 1))
+
+
+def convolve(module, x: np.ndarray, u: np.ndarray, bias: np.ndarray, geo, out, lo, hi) -> bool:
+    """``out`` [N, OH, OW, O] = clamp(conv(x, filters) + bias) for NHWC float32 ``x``,
+    ``u`` from ``filter_transform`` (finite), ``geo`` = (top, left, OH, OW); ``module``
+    is ``_jit_conv`` (its compile errors propagate to the caller).
+
+    False when a transformed input was not finite (``out`` is then partly written):
+    the caller convolves another way, so an infinite or NaN input reaches the
+    outputs the direct sum's way. Finite inputs whose sums overflow float32 (values
+    near 3.4e38 / 9) may give infinities at other outputs than the direct sum's.
+    """
+    top, left, oh, ow = geo
+    n, _, _, c = x.shape
+    o = u.shape[2]
+    th, tw = (oh + 1) // 2, (ow + 1) // 2
+    rows = min(band_rows(tw, c, o), th)
+    scratch = np.empty((2 * rows + 2, tw, 4, c), dtype=np.float32)
+    v = np.empty((16, rows * tw, c), dtype=np.float32)
+    m = np.empty((16, rows * tw, o), dtype=np.float32)
+    x = np.ascontiguousarray(x)
+    for image in range(n):
+        xi, oi = x[image], out[image]
+        for ty0 in range(0, th, rows):
+            ty1 = min(ty0 + rows, th)
+            t = (ty1 - ty0) * tw
+            if module.winograd_input(xi, top, left, ty0, ty1, scratch, v) != 0:
+                return False
+            np.matmul(v[:, :t], u, out=m[:, :t])
+            module.winograd_output(m, bias, ty0, ty1, oi, lo, hi)
+    return True

@@ -1,0 +1,246 @@
+"""CONV_2D by Winograd's F(2x2, 3x3) (``_winograd``) on the compiled path.
+
+The outputs are compared with a float64 direct convolution under NNAPI's
+float32 tolerance (|actual - expected| <= 1e-5 + 5 ulp * |expected|, the
+vectors' rule), and with the numpy im2col path under the same rule; every case
+checks that Winograd really ran. Which convolutions take it is data
+(``eligible``), and the shared CONV_2D vectors pass with the rule widened to
+every 3x3 unit-stride convolution.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+
+import numpy as np
+import pytest
+from nnhal.driver.executor import compile_model
+from nnhal.driver.ops import _winograd, kernels
+from numpy.lib.stride_tricks import sliding_window_view
+from test_ops_conv_jit import VECTORS, _vector_tests
+
+from nnhal.builder import ModelBuilder
+from nnhal.types import OperandType as T
+from nnhal.types import OperationType as Op
+from nnhal.vector_runner import compare_outputs
+from nnhal.vectors import operations_used
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("numba") is None, reason="numba is not installed"
+)
+F32_ATOL, F32_RTOL = 1e-5, 5 * 2.0**-23
+F16_TOL = 5 * 2.0**-10
+SAME, VALID = 1, 2
+
+
+@pytest.fixture(autouse=True)
+def _restore_choice():
+    yield
+    kernels.set_kernels(None)
+
+
+@pytest.fixture
+def winograd_calls(monkeypatch):
+    """The convolutions ``_winograd.convolve`` finished (True) or gave up (False)."""
+    calls = []
+    real = _winograd.convolve
+
+    def counted(*args):
+        done = real(*args)
+        calls.append(done)
+        return done
+
+    monkeypatch.setattr(_winograd, "convolve", counted)
+    return calls
+
+
+def _compiled(model, choice: str):
+    kernels.set_kernels(choice)
+    try:
+        return compile_model(model)
+    finally:
+        kernels.set_kernels(None)
+
+
+def _model(x_shape, o, padding, *, activation=0, nchw=False, dtype=np.float32,
+           filter_input=False, bad_weight=None, seed=0):  # fmt: skip
+    """A CONV_2D of a 3x3 filter at unit stride; ``padding`` is SAME / VALID or
+    (left, right, top, bottom). Returns (model, inputs, x NHWC, w, b)."""
+    rng = np.random.default_rng(seed)
+    n, h, w, c = x_shape
+    tt = T.TENSOR_FLOAT32 if dtype == np.float32 else T.TENSOR_FLOAT16
+    x = rng.standard_normal(x_shape).astype(dtype)
+    wv = (rng.standard_normal((o, 3, 3, c)) * 0.2).astype(dtype)
+    if bad_weight is not None:
+        wv[3, 1, 1, 2] = bad_weight
+    b = rng.standard_normal(o).astype(dtype)
+    mb = ModelBuilder()
+    g = mb.main
+    shape = [n, c, h, w] if nchw else [n, h, w, c]
+    inp = g.input(tt, shape)
+    wop = g.input(tt, wv.shape) if filter_input else g.constant(tt, wv)
+    pads = [padding] if isinstance(padding, int) else list(padding)
+    scalars = [*pads, 1, 1, activation]
+    ins = [inp, wop, g.constant(tt, b), *(g.constant(T.INT32, v) for v in scalars)]
+    ins.append(g.constant(T.BOOL, nchw))
+    g.operation(Op.CONV_2D, ins, [g.output(tt, [0, 0, 0, 0])])
+    xin = np.ascontiguousarray(x.transpose(0, 3, 1, 2)) if nchw else x
+    return mb.build(), [xin, wv] if filter_input else [xin], x, wv, b
+
+
+def _reference(x, w, b, padding, activation):
+    """The direct convolution in float64, NHWC."""
+    h, wd = x.shape[1:3]
+    if padding == SAME:
+        pads = (1, 1, 1, 1)
+    elif padding == VALID:
+        pads = (0, 0, 0, 0)
+    else:
+        pads = padding
+    left, right, top, bottom = pads
+    xp = np.pad(x.astype(np.float64), ((0, 0), (top, bottom), (left, right), (0, 0)))
+    windows = sliding_window_view(xp, (3, 3), axis=(1, 2))  # [N, OH, OW, C, 3, 3]
+    y = np.einsum("nhwcij,oijc->nhwo", windows, w.astype(np.float64)) + b
+    lo, hi = {1: (0, np.inf), 2: (-1, 1), 3: (0, 6)}.get(activation, (-np.inf, np.inf))
+    assert y.shape[1:3] == (h + top + bottom - 2, wd + left + right - 2)
+    return np.clip(y, lo, hi)
+
+
+def _assert_within(actual, expected, atol, rtol):
+    err = np.abs(actual.astype(np.float64) - expected)
+    bound = atol + rtol * np.abs(expected)
+    worst = np.unravel_index(np.argmax(err - bound), err.shape)
+    assert (err <= bound).all(), f"{err[worst]} > {bound[worst]} at {worst}"
+
+
+CASES = [  # (NHWC input shape, filters, padding)
+    ((1, 16, 16, 8), 16, SAME),  # the smallest channels the rule takes
+    ((1, 9, 11, 16), 8, SAME),  # odd sizes: the last tile row and column half outside
+    ((2, 12, 7, 12), 20, VALID),  # a batch; VALID leaves odd outputs
+    ((1, 10, 13, 32), 24, (0, 2, 1, 0)),  # explicit, uneven padding
+    ((1, 6, 6, 16), 16, (2, 2, 2, 2)),  # padding wider than the filter's half
+    ((1, 4, 4, 32), 32, SAME),  # the smallest output area it takes
+    ((1, 40, 36, 24), 48, SAME),  # several bands of tile rows
+]
+
+
+@pytest.mark.parametrize("shape,o,padding", CASES, ids=lambda v: str(v))
+@pytest.mark.parametrize("activation", [0, 1, 2, 3])
+def test_winograd_is_within_the_float32_tolerance(winograd_calls, shape, o, padding, activation):
+    model, inputs, x, w, b = _model(shape, o, padding, activation=activation)
+    (ours,) = _compiled(model, kernels.AUTO).run(inputs)
+    assert winograd_calls == [True]
+    expected = _reference(x, w, b, padding, activation)
+    _assert_within(ours, expected, F32_ATOL, F32_RTOL)
+    (im2col,) = _compiled(model, kernels.NUMPY).run(inputs)
+    assert winograd_calls == [True]  # the numpy path never takes it
+    _assert_within(ours, im2col.astype(np.float64), F32_ATOL, F32_RTOL)
+
+
+def test_nchw_float16_and_a_filter_given_at_run_time(winograd_calls):
+    for nchw, dtype, filter_input in ((True, np.float32, False), (False, np.float32, True),
+                                      (False, np.float16, False)):  # fmt: skip
+        model, inputs, x, w, b = _model(
+            (1, 11, 10, 16), 16, SAME, nchw=nchw, dtype=dtype, filter_input=filter_input
+        )
+        (ours,) = _compiled(model, kernels.AUTO).run(inputs)
+        assert ours.dtype == dtype
+        if nchw:
+            ours = ours.transpose(0, 2, 3, 1)
+        expected = _reference(x, w, b, SAME, 0)
+        if dtype == np.float16:
+            _assert_within(ours, expected, F16_TOL, F16_TOL)
+        else:
+            _assert_within(ours, expected, F32_ATOL, F32_RTOL)
+    assert winograd_calls == [True, True, True]
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_a_non_finite_input_reaches_the_outputs_the_direct_way(winograd_calls, bad):
+    """Winograd mixes a tile's whole 4x4 window, so a NaN or infinity would spread to
+    outputs whose 3x3 window does not hold it: such inputs go by im2col, whose
+    outputs are the numpy path's exactly."""
+    model, inputs, *_ = _model((1, 12, 12, 16), 16, SAME)
+    inputs[0][0, 5, 6, 3] = bad
+    (ours,) = _compiled(model, kernels.AUTO).run(inputs)
+    (ref,) = _compiled(model, kernels.NUMPY).run(inputs)
+    assert winograd_calls == [False]
+    np.testing.assert_array_equal(np.isfinite(ours), np.isfinite(ref))
+    assert (~np.isfinite(ours)).sum() == 9 * 16  # the 3x3 outputs around it, every filter
+    finite = np.isfinite(ref)
+    _assert_within(ours[finite], ref[finite].astype(np.float64), F32_ATOL, F32_RTOL)
+
+
+@pytest.mark.parametrize("filter_input", [False, True], ids=["constant", "input"])
+def test_a_non_finite_filter_goes_by_im2col(winograd_calls, filter_input):
+    model, inputs, *_ = _model((1, 8, 8, 8), 16, SAME, filter_input=filter_input,
+                               bad_weight=np.inf)  # fmt: skip
+    compiled = _compiled(model, kernels.AUTO)
+    (ref,) = _compiled(model, kernels.NUMPY).run(inputs)
+    for _ in range(2):  # a constant filter's refusal is kept
+        (ours,) = compiled.run(inputs)
+        np.testing.assert_array_equal(np.isnan(ours), np.isnan(ref))
+        np.testing.assert_array_equal(np.isinf(ours), np.isinf(ref))
+    assert np.isinf(ref).any()
+    assert winograd_calls == []  # refused before convolving
+
+
+@pytest.mark.parametrize(
+    "w_shape,stride,dilation,c,oh,ow,taken",
+    [
+        ((64, 3, 3, 32), (1, 1), (1, 1), 32, 112, 112, True),
+        ((16, 3, 3, 8), (1, 1), (1, 1), 8, 4, 4, True),
+        ((64, 3, 3, 32), (2, 2), (1, 1), 32, 56, 56, False),  # strided
+        ((64, 3, 3, 32), (1, 2), (1, 1), 32, 56, 56, False),
+        ((64, 3, 3, 32), (1, 1), (2, 2), 32, 56, 56, False),  # dilated
+        ((64, 5, 5, 32), (1, 1), (1, 1), 32, 56, 56, False),  # not 3x3
+        ((64, 1, 1, 32), (1, 1), (1, 1), 32, 56, 56, False),
+        ((64, 3, 3, 4), (1, 1), (1, 1), 4, 56, 56, False),  # too few channels
+        ((4, 3, 3, 64), (1, 1), (1, 1), 64, 56, 56, False),  # too few filters
+        ((8, 3, 3, 8), (1, 1), (1, 1), 8, 56, 56, False),  # 8 x 8 < 128
+        ((32, 3, 3, 32), (1, 1), (1, 1), 32, 3, 5, False),  # too small an output
+    ],
+)
+def test_which_convolutions_take_it(w_shape, stride, dilation, c, oh, ow, taken):
+    assert _winograd.eligible(w_shape, stride, dilation, c, oh, ow) is taken
+
+
+def test_an_ineligible_convolution_does_not_call_it(winograd_calls):
+    model, inputs, *_ = _model((1, 16, 16, 4), 64, SAME)  # 4 input channels
+    _compiled(model, kernels.AUTO).run(inputs)
+    assert winograd_calls == []
+
+
+def test_a_failing_compile_falls_back_to_numpy(monkeypatch, caplog):
+    module = kernels.jit_module()
+
+    def broken(*args):
+        raise RuntimeError("simulated compile failure")
+
+    monkeypatch.setattr(module, "winograd_input", broken)
+    monkeypatch.setattr(kernels, "_broken", False)
+    monkeypatch.setattr(kernels, "_module", module)
+    model, inputs, *_ = _model((1, 16, 16, 16), 16, SAME, activation=3)
+    ref = _compiled(model, kernels.NUMPY).run(inputs)[0]
+    compiled = _compiled(model, kernels.AUTO)
+    with caplog.at_level(logging.WARNING, logger=kernels.__name__):
+        np.testing.assert_array_equal(compiled.run(inputs)[0], ref)
+    assert "simulated compile failure" in caplog.text
+    assert not kernels.jit_wanted()
+
+
+@pytest.mark.skipif(not VECTORS.is_dir(), reason=f"shared NNAPI vectors not found at {VECTORS}")
+def test_conv_vectors_pass_with_winograd_on_every_3x3(monkeypatch, winograd_calls):
+    """The rule widened to every 3x3 unit-stride, unit-dilation CONV_2D: the shared
+    vectors still pass NNAPI's tolerance (those with a 3x3 filter go by Winograd)."""
+    for name in ("MIN_CHANNELS", "MIN_FILTERS", "MIN_PRODUCT", "MIN_PIXELS"):
+        monkeypatch.setattr(_winograd, name, 1)
+    tests = [t for t in _vector_tests() if "CONV_2D" in operations_used(t.model)]
+    failures = []
+    for t in tests:
+        outputs = _compiled(t.model, kernels.AUTO).run(t.inputs)
+        problems, _ = compare_outputs(t, outputs)
+        failures += [f"{t.name}: {p}" for p in problems]
+    assert not failures, failures[:10]
+    assert winograd_calls.count(True) >= 4  # the corpus has few 3x3 unit-stride CONV_2D
