@@ -48,6 +48,21 @@ def _compiled(model, choice: str):
         kernels.set_kernels(None)
 
 
+def break_kernels(monkeypatch, *names):
+    """The named compiled kernels raise as a failed compile would, and the compiled
+    path is wanted again (other tests may have given up on it); returns the module."""
+    module = kernels.jit_module()
+
+    def broken(*args):
+        raise RuntimeError("simulated compile failure")
+
+    for name in names:
+        monkeypatch.setattr(module, name, broken)
+    monkeypatch.setattr(kernels, "_broken", False)
+    monkeypatch.setattr(kernels, "_module", module)
+    return module
+
+
 def _both(model, inputs):
     """(numpy outputs, compiled-path outputs) of one model."""
     ours = _compiled(model, kernels.NUMPY).run([np.copy(a) for a in inputs])
@@ -305,17 +320,9 @@ def test_the_compiled_kernels_run(monkeypatch):
 def test_a_failing_compile_falls_back_to_numpy(monkeypatch, caplog):
     """A kernel that fails to compile logs one warning; numpy runs it and every
     kernel after it, with the same results."""
-    module = kernels.jit_module()
-
-    def broken(*args):
-        raise RuntimeError("simulated compile failure")
-
-    monkeypatch.setattr(module, "depthwise_float", broken)
-    monkeypatch.setattr(module, "depthwise_acc", broken)
-    monkeypatch.setattr(module, "requantize", broken)
-    monkeypatch.setattr(module, "requantize_fixed", broken)
-    monkeypatch.setattr(kernels, "_broken", False)
-    monkeypatch.setattr(kernels, "_module", module)
+    module = break_kernels(
+        monkeypatch, "depthwise_float", "depthwise_acc", "requantize", "requantize_fixed"
+    )
     float_model, f_in = _model(GEOMETRIES[1], 1, False, np.float32)
     quant_model, q_in = _model(GEOMETRIES[1], 1, False, np.uint8, QUANT[0])
     float_ref = _compiled(float_model, kernels.NUMPY).run(f_in)[0]
@@ -338,14 +345,7 @@ def test_a_failing_compile_falls_back_to_numpy(monkeypatch, caplog):
 def test_a_failing_conv_kernel_falls_back_to_numpy(monkeypatch, caplog, broken_name, quant):
     """CONV_2D's compiled im2col or bias pass failing to compile: one warning, and
     numpy's copy (centering a quantized input itself) or passes give the same values."""
-    module = kernels.jit_module()
-
-    def broken(*args):
-        raise RuntimeError("simulated compile failure")
-
-    monkeypatch.setattr(module, broken_name, broken)
-    monkeypatch.setattr(kernels, "_broken", False)
-    monkeypatch.setattr(kernels, "_module", module)
+    break_kernels(monkeypatch, broken_name)
     model, inputs = _conv_model(Op.CONV_2D, GEOMETRIES[0], 3, False, quant)
     ref = _compiled(model, kernels.NUMPY).run(inputs)[0]
     compiled = _compiled(model, kernels.AUTO)

@@ -15,10 +15,9 @@ import logging
 
 import numpy as np
 import pytest
-from nnhal.driver.executor import compile_model
 from nnhal.driver.ops import _winograd, kernels
 from numpy.lib.stride_tricks import sliding_window_view
-from test_ops_conv_jit import VECTORS, _vector_tests
+from test_ops_conv_jit import VECTORS, _compiled, _vector_tests, break_kernels
 
 from nnhal.builder import ModelBuilder
 from nnhal.types import OperandType as T
@@ -53,14 +52,6 @@ def winograd_calls(monkeypatch):
 
     monkeypatch.setattr(_winograd, "convolve", counted)
     return calls
-
-
-def _compiled(model, choice: str):
-    kernels.set_kernels(choice)
-    try:
-        return compile_model(model)
-    finally:
-        kernels.set_kernels(None)
 
 
 def _model(x_shape, o, padding, *, activation=0, nchw=False, dtype=np.float32,
@@ -213,14 +204,7 @@ def test_an_ineligible_convolution_does_not_call_it(winograd_calls):
 
 
 def test_a_failing_compile_falls_back_to_numpy(monkeypatch, caplog):
-    module = kernels.jit_module()
-
-    def broken(*args):
-        raise RuntimeError("simulated compile failure")
-
-    monkeypatch.setattr(module, "winograd_input", broken)
-    monkeypatch.setattr(kernels, "_broken", False)
-    monkeypatch.setattr(kernels, "_module", module)
+    break_kernels(monkeypatch, "winograd_input")
     model, inputs, *_ = _model((1, 16, 16, 16), 16, SAME, activation=3)
     ref = _compiled(model, kernels.NUMPY).run(inputs)[0]
     compiled = _compiled(model, kernels.AUTO)
