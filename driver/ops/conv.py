@@ -631,6 +631,8 @@ def _jit_winograd(params: Params, w_const: np.ndarray | None) -> Callable[..., b
             return False
         try:
             return _winograd.convolve(module, x, u, np.ascontiguousarray(bias), geo, out, lo, hi)
+        except MemoryError:
+            raise  # the execution's RESOURCE_EXHAUSTED, not a reason to give up on numba
         except Exception as exc:  # noqa: BLE001 (a compile failure: numpy from now on)
             kernels.failed(exc)
             return False

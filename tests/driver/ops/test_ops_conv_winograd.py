@@ -20,6 +20,8 @@ from numpy.lib.stride_tricks import sliding_window_view
 from test_ops_conv_jit import VECTORS, _compiled, _vector_tests, break_kernels
 
 from nnhal.builder import ModelBuilder
+from nnhal.errors import HalError
+from nnhal.types import ErrorStatus
 from nnhal.types import OperandType as T
 from nnhal.types import OperationType as Op
 from nnhal.vector_runner import compare_outputs
@@ -228,3 +230,19 @@ def test_conv_vectors_pass_with_winograd_on_every_3x3(monkeypatch, winograd_call
         failures += [f"{t.name}: {p}" for p in problems]
     assert not failures, failures[:10]
     assert winograd_calls.count(True) >= 4  # the corpus has few 3x3 unit-stride CONV_2D
+
+
+def test_running_out_of_memory_is_not_a_compile_failure(monkeypatch):
+    """A MemoryError inside the Winograd path is the execution's (RESOURCE_EXHAUSTED),
+    and the compiled kernels stay in use."""
+    model, inputs, *_ = _model((1, 16, 16, 16), 16, SAME)
+    compiled = _compiled(model, kernels.AUTO)
+
+    def no_memory(*args):
+        raise MemoryError("simulated")
+
+    monkeypatch.setattr(_winograd, "convolve", no_memory)
+    with pytest.raises(HalError) as info:
+        compiled.run(inputs)
+    assert info.value.status == ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT
+    assert kernels.jit_wanted()
