@@ -175,6 +175,8 @@ def ran_cell(kernel: Callable[..., object], *args: object) -> bool:
         kernel(*args)
     except TypeError:
         return False
+    except MemoryError:
+        raise  # the execution's RESOURCE_EXHAUSTED, not a failure of numba
     except Exception as exc:  # noqa: BLE001 (any failure of the compiled code)
         cells_failed(exc)
         return False

@@ -381,7 +381,7 @@ def _jit_im2col(params: Params, x: np.ndarray, zp, w_shape, geo):
         try:
             module.im2col(x, zp, i0, i1, r0, r1, ow, kh, kw, top, left, sh, sw, dh, dw, cols)
         except Exception as exc:  # noqa: BLE001 (a compile failure: numpy from now on)
-            kernels.failed(exc)
+            kernels.run_failed(exc)
             return False
         return True
 
@@ -599,7 +599,7 @@ def _jit_bias_clamp(params: Params) -> Callable[..., bool]:
         try:
             module.bias_clamp(acc, bias, lo, hi)
         except Exception as exc:  # noqa: BLE001 (a compile failure: numpy from now on)
-            kernels.failed(exc)
+            kernels.run_failed(exc)
             return False
         return True
 
@@ -631,10 +631,8 @@ def _jit_winograd(params: Params, w_const: np.ndarray | None) -> Callable[..., b
             return False
         try:
             return _winograd.convolve(module, x, u, np.ascontiguousarray(bias), geo, out, lo, hi)
-        except MemoryError:
-            raise  # the execution's RESOURCE_EXHAUSTED, not a reason to give up on numba
         except Exception as exc:  # noqa: BLE001 (a compile failure: numpy from now on)
-            kernels.failed(exc)
+            kernels.run_failed(exc)
             return False
 
     return run
@@ -660,7 +658,7 @@ def _jit_float_depthwise(params: Params) -> Callable[..., bool]:
                 out, top, left, sh, sw, dh, dw, m, lo, hi,
             )  # fmt: skip
         except Exception as exc:  # noqa: BLE001 (a compile failure: numpy from now on)
-            kernels.failed(exc)
+            kernels.run_failed(exc)
             return False
         return True
 
@@ -700,7 +698,7 @@ def _jit_depthwise_slabs(module, params: Params, zp: int, fallback):
             except Exception as exc:  # a compile failure: numpy from now on
                 if not first:
                     raise
-                kernels.failed(exc)
+                kernels.run_failed(exc)
                 yield from fallback(x, wm, w_shape, geo, target)
                 return
             first = False
@@ -741,7 +739,7 @@ def _jit_requantizer(frequant, mult, exp, zero_point: int, lo: int, hi: int):
             try:
                 run(acc, *args, out)
             except Exception as exc:  # noqa: BLE001 (a compile failure: numpy from now on)
-                kernels.failed(exc)
+                kernels.run_failed(exc)
                 return False
             return True
 

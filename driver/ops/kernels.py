@@ -111,6 +111,15 @@ def jit_module() -> ModuleType | None:
     return _module
 
 
+def run_failed(exc: BaseException) -> None:
+    """A compiled kernel raised during an execution. A MemoryError is raised again:
+    running out of memory is the execution's RESOURCE_EXHAUSTED, not a reason to give
+    up the compiled kernels. Anything else means it failed to compile: ``failed``."""
+    if isinstance(exc, MemoryError):
+        raise exc
+    failed(exc)
+
+
 def failed(exc: BaseException) -> None:
     """A compiled kernel could not be imported or compiled: numpy from now on."""
     global _broken, _module

@@ -20,6 +20,8 @@ from nnhal.driver.ops import kernels
 from repo_paths import REPO_ROOT
 
 from nnhal.builder import ModelBuilder
+from nnhal.errors import HalError
+from nnhal.types import ErrorStatus
 from nnhal.types import OperandType as T
 from nnhal.types import OperationType as Op
 from nnhal.vector_runner import compare_outputs
@@ -354,6 +356,24 @@ def test_a_failing_conv_kernel_falls_back_to_numpy(monkeypatch, caplog, broken_n
     if quant is None or broken_name == "im2col":  # quantized outputs take no bias pass
         assert "simulated compile failure" in caplog.text
         assert not kernels.jit_wanted()
+
+
+@needs_numba
+def test_running_out_of_memory_in_a_compiled_kernel_is_the_executions(monkeypatch):
+    """A MemoryError from a compiled kernel is RESOURCE_EXHAUSTED for the execution,
+    and the compiled kernels stay in use (it is not a compile failure)."""
+    module = break_kernels(monkeypatch)
+
+    def no_memory(*args):
+        raise MemoryError("simulated")
+
+    monkeypatch.setattr(module, "depthwise_float", no_memory)
+    model, inputs = _model(GEOMETRIES[0], 0, False, np.float32)
+    compiled = _compiled(model, kernels.AUTO)
+    with pytest.raises(HalError) as info:
+        compiled.run(inputs)
+    assert info.value.status == ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT
+    assert kernels.jit_wanted()
 
 
 def test_a_failing_import_falls_back_to_numpy(monkeypatch, caplog):

@@ -253,6 +253,22 @@ def test_a_failing_kernel_falls_back_to_numpy(cells, monkeypatch, caplog):
     monkeypatch.setattr(kernels, "_broken", False)  # the other tests keep numba
 
 
+def test_running_out_of_memory_in_a_cell_is_not_a_numba_failure(cells, monkeypatch):
+    """A MemoryError from a compiled cell reaches the execution (which answers
+    RESOURCE_EXHAUSTED); the compiled cells stay in use."""
+
+    def no_memory(*args):
+        raise MemoryError("simulated")
+
+    monkeypatch.setattr(cells, "rnn_step", no_memory)
+    monkeypatch.setattr(_rnn_util, "_cells", cells)
+    ins = rnn_inputs(F32, batch=2, size=9, units=5, act=4, const=True)
+    kernels.set_kernels(kernels.AUTO)
+    with pytest.raises(MemoryError):
+        run_rnn(Op.RNN, ins, [out(F32), out(F32)])
+    assert _rnn_util.jit_cells() is cells and kernels.jit_wanted()
+
+
 def test_a_failing_import_falls_back_to_numpy(cells, monkeypatch, caplog):
     monkeypatch.setitem(sys.modules, "nnhal.driver.ops._jit_rnn", None)  # import -> ImportError
     for name, value in (("_cells", None), ("_started", False), ("_waited", False)):
