@@ -14,6 +14,12 @@ mobilenet-q8       the 27 convolutions of the same network in TENSOR_QUANT8_ASYM
                    so RELU6 is the saturation both runtimes apply); ONNX: QLinearConv
 lstm-100           UNIDIRECTIONAL_SEQUENCE_LSTM, 100 steps, input 128, 256 units
                    (ONNX: LSTM)
+resnet18-f32       ResNet-18-like, 224x224x3, float32: a 7x7 stride-2 CONV_2D, a
+                   3x3 MAX_POOL_2D, 8 residual blocks of two 3x3 CONV_2D (RELU
+                   fused in the first and in the ADD; 1x1 stride-2 projections
+                   where the stage changes), a 7x7 AVERAGE_POOL_2D and a
+                   FULLY_CONNECTED to 1000 (ONNX: Conv, Relu, MaxPool, Add,
+                   AveragePool, Gemm)
 =================  ===============================================================
 
 The greedy decoder WHILE is the control-flow suite's ``greedy`` workload
@@ -298,9 +304,7 @@ def lstm_100(seed: int = 5, steps: int = 100, inp: int = 128, units: int = 256) 
     w_onnx = np.concatenate([w[q] for q in order])[None]
     r_onnx = np.concatenate([r[q] for q in order])[None]
     b_onnx = np.concatenate([*(b[q] for q in order), np.zeros(4 * units, np.float32)])[None]
-    node = helper.make_node(
-        "LSTM", ["x", "W", "R", "B", "", "h0", "c0"], ["y"], hidden_size=units
-    )
+    node = helper.make_node("LSTM", ["x", "W", "R", "B", "", "h0", "c0"], ["y"], hidden_size=units)
     f = TensorProto.FLOAT
     onnx = _onnx_model(
         [node],
@@ -322,7 +326,117 @@ def lstm_100(seed: int = 5, steps: int = 100, inp: int = 128, units: int = 256) 
     )
 
 
-CASES = {"mobilenet-f32": mobilenet_f32, "mobilenet-q8": mobilenet_q8, "lstm-100": lstm_100}
+# ---------------------------------------------------------------------------
+# ResNet-18-like, float32
+# ---------------------------------------------------------------------------
+
+#: (output channels, first block's stride) of ResNet-18's four stages of two blocks
+STAGES = ((64, 1), (128, 2), (256, 2), (512, 2))
+RELU = 1
+
+
+def resnet18_f32(seed: int = 2) -> ModelCase:
+    """ResNet-18's layout with random weights (batch norm folded into the biases)."""
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(seed)
+    mb = ModelBuilder()
+    g = mb.main
+    nodes, inits = [], {}
+    count = [0]
+
+    def conv(cur, name, size, cin, cout, k, stride, relu):
+        """CONV_2D (SAME padding) in both formats: (operand, ONNX name, size)."""
+        n = count[0]
+        count[0] += 1
+        w = (rng.standard_normal((cout, k, k, cin)) * np.sqrt(2.0 / (k * k * cin))).astype(
+            np.float32
+        )
+        b = (rng.standard_normal(cout) * 0.05).astype(np.float32)
+        out_size, before, after = _explicit_same(size, k, stride)
+        nxt = g.temporary(F32, [1, out_size, out_size, cout])
+        scalars = (SAME, stride, stride, RELU if relu else 0)
+        ints = [g.constant(T.INT32, v) for v in scalars]
+        g.operation(O.CONV_2D, [cur, g.constant(F32, w), g.constant(F32, b), *ints], [nxt])
+        inits[f"w{n}"], inits[f"b{n}"] = w.transpose(0, 3, 1, 2), b
+        pads = [before, before, after, after]
+        attrs = {"kernel_shape": [k, k], "strides": [stride, stride], "pads": pads}
+        nodes.append(helper.make_node("Conv", [name, f"w{n}", f"b{n}"], [f"c{n}"], **attrs))
+        if not relu:
+            return nxt, f"c{n}", out_size
+        nodes.append(helper.make_node("Relu", [f"c{n}"], [f"r{n}"]))
+        return nxt, f"r{n}", out_size
+
+    x_in = g.input(F32, [1, 224, 224, 3])
+    cur, name, size = conv(x_in, "x", 224, 3, 64, 7, 2, True)
+    out_size, before, after = _explicit_same(size, 3, 2)
+    pooled = g.temporary(F32, [1, out_size, out_size, 64])
+    g.operation(
+        O.MAX_POOL_2D, [cur, *(g.constant(T.INT32, v) for v in (SAME, 2, 2, 3, 3, 0))], [pooled]
+    )
+    pads = [before, before, after, after]
+    nodes.append(
+        helper.make_node("MaxPool", [name], ["p"], kernel_shape=[3, 3], strides=[2, 2], pads=pads)
+    )
+    cur, name, size, c = pooled, "p", out_size, 64
+    for block, (cout, first_stride) in enumerate(b for s in STAGES for b in (s, (s[0], 1))):
+        stride = first_stride
+        mid, mid_name, out_size = conv(cur, name, size, c, cout, 3, stride, True)
+        res, res_name, _ = conv(mid, mid_name, out_size, cout, cout, 3, 1, False)
+        if stride != 1 or c != cout:  # a 1x1 projection of the block's input
+            cur, name, _ = conv(cur, name, size, c, cout, 1, stride, False)
+        added = g.temporary(F32, [1, out_size, out_size, cout])
+        g.operation(O.ADD, [res, cur, g.constant(T.INT32, RELU)], [added])
+        nodes.append(helper.make_node("Add", [res_name, name], [f"s{block}"]))
+        nodes.append(helper.make_node("Relu", [f"s{block}"], [f"a{block}"]))
+        cur, name, size, c = added, f"a{block}", out_size, cout
+    avg = g.temporary(F32, [1, 1, 1, 512])
+    g.operation(
+        O.AVERAGE_POOL_2D,
+        [cur, *(g.constant(T.INT32, v) for v in (VALID, 1, 1, size, size, 0))],
+        [avg],
+    )
+    flat = g.temporary(F32, [1, 512])
+    g.operation(O.RESHAPE, [avg, g.constant(T.TENSOR_INT32, [1, 512])], [flat])
+    fc_w = (rng.standard_normal((1000, 512)) * np.sqrt(1 / 512)).astype(np.float32)
+    fc_b = (rng.standard_normal(1000) * 0.1).astype(np.float32)
+    logits = g.output(F32, [1, 1000])
+    g.operation(
+        O.FULLY_CONNECTED,
+        [flat, g.constant(F32, fc_w), g.constant(F32, fc_b), g.constant(T.INT32, 0)],
+        [logits],
+    )
+    nodes += [
+        helper.make_node("AveragePool", [name], ["pool"], kernel_shape=[size, size]),
+        helper.make_node("Flatten", ["pool"], ["flat"]),
+        helper.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["y"], transB=1),
+    ]
+    inits.update(fc_w=fc_w, fc_b=fc_b)
+    onnx = _onnx_model(
+        nodes,
+        [("x", TensorProto.FLOAT, [1, 3, 224, 224])],
+        [("y", TensorProto.FLOAT, [1, 1000])],
+        inits,
+    )
+    x = rng.uniform(-1, 1, (1, 224, 224, 3)).astype(np.float32)
+    return ModelCase(
+        "resnet18-f32",
+        "ResNet-18-like 224x224 float32 (20 convolutions, 16 of them 3x3, 8 residual ADDs)",
+        mb.build(),
+        [x],
+        onnx,
+        {"x": np.ascontiguousarray(x.transpose(0, 3, 1, 2))},
+        lambda outs: [outs[0]],
+        False,
+    )
+
+
+CASES = {
+    "mobilenet-f32": mobilenet_f32,
+    "mobilenet-q8": mobilenet_q8,
+    "lstm-100": lstm_100,
+    "resnet18-f32": resnet18_f32,
+}
 
 
 # ---------------------------------------------------------------------------

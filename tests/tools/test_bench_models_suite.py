@@ -26,8 +26,8 @@ def test_lstm_case_agrees_with_onnxruntime():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["mobilenet-f32", "mobilenet-q8"])
-def test_mobilenet_cases_agree_with_onnxruntime(name):
+@pytest.mark.parametrize("name", ["mobilenet-f32", "mobilenet-q8", "resnet18-f32"])
+def test_conv_net_cases_agree_with_onnxruntime(name):
     ort = pytest.importorskip("onnxruntime")
     pytest.importorskip("onnx")
     case = bench_models.CASES[name]()
