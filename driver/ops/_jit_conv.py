@@ -21,6 +21,8 @@ zero (for quantized inputs, ``x - zp_x`` is zero on the padding).
   quantized convolution whose clamp starts at or above the output zero point)
   in one pass per element instead of numpy's five or six over a chunk; the
   same float64 operations on values that are exact, so the same bytes.
+- ``max_pool_float``: MAX_POOL_2D of float32 inputs in one pass (numpy pads a
+  copy of the input, then makes one ``np.maximum`` per tap over strided views).
 - ``winograd_input`` / ``winograd_output``: the transforms of a float CONV_2D
   by Winograd's F(2x2, 3x3) (``_winograd`` runs them around its 16 GEMMs).
 - ``requantize_fixed``: the other outputs, by TFLite's integer
@@ -487,3 +489,30 @@ def winograd_output(m, bias, ty0, ty1, out, lo, hi):
                     if ox + 1 < ow:
                         out[oy + 1, ox + 1, o] = lo if y11 < lo else (hi if y11 > hi else y11)  # noqa: FURB136 (NaN passes)
             t += 1
+
+
+@_jit
+def max_pool_float(x, top, left, sh, sw, kh, kw, out):
+    """out [N, OH, OW, C] = the maximum of each window of NHWC float32 ``x``, taps
+    outside the input skipped (numpy's path pads with -inf, which no maximum takes),
+    in the same order and with ``np.maximum(acc, tap)``'s rules: NaN wins, and of
+    two equal values (signed zeros) the later tap is taken."""
+    n, h, w, c_count = x.shape
+    oh, ow = out.shape[1], out.shape[2]
+    for b in range(n):
+        for oy in range(oh):
+            y0 = oy * sh - top
+            i0 = max(0, -y0)
+            i1 = min(kh, h - y0)
+            for ox in range(ow):
+                x0 = ox * sw - left
+                j0 = max(0, -x0)
+                j1 = min(kw, w - x0)
+                for ch in range(c_count):
+                    out[b, oy, ox, ch] = -np.inf
+                for i in range(i0, i1):
+                    for j in range(j0, j1):
+                        for ch in range(c_count):
+                            v = x[b, y0 + i, x0 + j, ch]
+                            m = out[b, oy, ox, ch]
+                            out[b, oy, ox, ch] = m if (m > v) | np.isnan(m) else v

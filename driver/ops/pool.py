@@ -10,7 +10,9 @@ Kernels take a strided view ``[N, OH, OW, KH, KW, C]`` of the padded input
 and reduce it one filter tap at a time (a vectorized maximum or add over the
 whole output per tap; a 2x2 pool is three ``np.maximum`` calls; a small output
 with many taps, like a global average, one reduction over the taps), then divide
-by the per-position counts. Quantized averages sum the raw 8-bit values in
+by the per-position counts. With numba (``kernels``), a float maximum is one
+compiled pass instead (``_jit_conv.max_pool_float``: no padded copy, the same
+values). Quantized averages sum the raw 8-bit values in
 int32 and round half away from zero; the output keeps the input's
 quantization. Float16 computes in float32.
 """
@@ -20,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from nnhal.driver.ops import quant
+from nnhal.driver.ops import kernels, quant
 from nnhal.driver.ops._conv_util import (
     Params,
     Signature,
@@ -177,22 +179,44 @@ def _kernel(ctx: OpContext, mode: str) -> Callable[[np.ndarray], np.ndarray]:
         return quant_pool
 
     clamp = float_clamp(params.activation)
+    compiled_max = mode == "max" and kernels.jit_wanted()
+    kh, kw = _filter(params)
+    sw, sh = params.stride
+
+    def jit_max(xn: np.ndarray, top: int, left: int, oh: int, ow: int) -> np.ndarray | None:
+        """The compiled maximum (``_jit_conv.max_pool_float``), or None: numpy runs."""
+        module = kernels.jit_module()
+        if module is None:
+            return None
+        out = np.empty((xn.shape[0], oh, ow, xn.shape[3]), dtype=f32)
+        try:
+            module.max_pool_float(np.ascontiguousarray(xn), top, left, sh, sw, kh, kw, out)
+        except Exception as exc:  # noqa: BLE001 (a compile failure: numpy from now on)
+            kernels.run_failed(exc)
+            return None
+        return out
+
+    def numpy_pool(xn: np.ndarray, top: int, left: int, oh: int, ow: int, counts):
+        if mode == "max":
+            return _reduce(_windows(params, xn, top, left, oh, ow, -np.inf), np.maximum)
+        if mode == "average":
+            out = _reduce(_windows(params, xn, top, left, oh, ow, 0), np.add)
+        else:
+            squares = np.square(xn)
+            out = _reduce(_windows(params, squares, top, left, oh, ow, 0), np.add)
+        out /= counts
+        if mode != "average":
+            np.sqrt(out, out=out)
+        return out
 
     def float_pool(x: np.ndarray) -> np.ndarray:
         xn = to_nhwc(x, nchw)
         top, left, oh, ow, counts = geometry(xn.shape)
         if xn.dtype != f32:
             xn = xn.astype(f32)
-        if mode == "max":
-            out = _reduce(_windows(params, xn, top, left, oh, ow, -np.inf), np.maximum)
-        elif mode == "average":
-            out = _reduce(_windows(params, xn, top, left, oh, ow, 0), np.add)
-            out /= counts
-        else:
-            squares = np.square(xn)
-            out = _reduce(_windows(params, squares, top, left, oh, ow, 0), np.add)
-            out /= counts
-            np.sqrt(out, out=out)
+        out = jit_max(xn, top, left, oh, ow) if compiled_max else None
+        if out is None:
+            out = numpy_pool(xn, top, left, oh, ow, counts)
         if clamp is not None:
             clamp(out)
         return from_nhwc(out, nchw).astype(out_dtype, copy=False)
