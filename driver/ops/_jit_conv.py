@@ -21,8 +21,9 @@ zero (for quantized inputs, ``x - zp_x`` is zero on the padding).
   quantized convolution whose clamp starts at or above the output zero point)
   in one pass per element instead of numpy's five or six over a chunk; the
   same float64 operations on values that are exact, so the same bytes.
-- ``max_pool_float``: MAX_POOL_2D of float32 inputs in one pass (numpy pads a
-  copy of the input, then makes one ``np.maximum`` per tap over strided views).
+- ``max_pool_float`` / ``average_pool_float``: MAX_POOL_2D and AVERAGE_POOL_2D
+  of float32 inputs in one pass (numpy pads a copy of the input, then makes one
+  ``np.maximum`` or ``np.add`` per tap over strided views).
 - ``winograd_input`` / ``winograd_output``: the transforms of a float CONV_2D
   by Winograd's F(2x2, 3x3) (``_winograd`` runs them around its 16 GEMMs).
 - ``requantize_fixed``: the other outputs, by TFLite's integer
@@ -516,3 +517,33 @@ def max_pool_float(x, top, left, sh, sw, kh, kw, out):
                             v = x[b, y0 + i, x0 + j, ch]
                             m = out[b, oy, ox, ch]
                             out[b, oy, ox, ch] = m if (m > v) | np.isnan(m) else v
+
+
+@_jit
+def average_pool_float(x, top, left, sh, sw, kh, kw, out):
+    """out [N, OH, OW, C] = the average of each window of NHWC float32 ``x`` over the
+    input elements it covers (taps in the padding skipped), summed in row-major
+    tap order from 0.0 and divided by the count in float32. numpy's path sums the
+    same taps in an order that depends on the output's size (a fold per tap, or
+    one reduction): the two agree to float32 rounding, and a sum of -0.0 may come
+    out 0.0 here."""
+    n, h, w, c_count = x.shape
+    oh, ow = out.shape[1], out.shape[2]
+    for b in range(n):
+        for oy in range(oh):
+            y0 = oy * sh - top
+            i0 = max(0, -y0)
+            i1 = min(kh, h - y0)
+            for ox in range(ow):
+                x0 = ox * sw - left
+                j0 = max(0, -x0)
+                j1 = min(kw, w - x0)
+                count = np.float32((i1 - i0) * (j1 - j0))
+                for ch in range(c_count):
+                    out[b, oy, ox, ch] = 0.0
+                for i in range(i0, i1):
+                    for j in range(j0, j1):
+                        for ch in range(c_count):
+                            out[b, oy, ox, ch] += x[b, y0 + i, x0 + j, ch]
+                for ch in range(c_count):
+                    out[b, oy, ox, ch] /= count

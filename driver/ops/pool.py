@@ -10,9 +10,11 @@ Kernels take a strided view ``[N, OH, OW, KH, KW, C]`` of the padded input
 and reduce it one filter tap at a time (a vectorized maximum or add over the
 whole output per tap; a 2x2 pool is three ``np.maximum`` calls; a small output
 with many taps, like a global average, one reduction over the taps), then divide
-by the per-position counts. With numba (``kernels``), a float maximum is one
-compiled pass instead (``_jit_conv.max_pool_float``: no padded copy, the same
-values). Quantized averages sum the raw 8-bit values in
+by the per-position counts. With numba (``kernels``), a float maximum or
+average is one compiled pass instead (``_jit_conv.max_pool_float``,
+``average_pool_float``: no padded copy; a maximum's bits, an average's value to
+float32 rounding). Quantized averages sum
+the raw 8-bit values in
 int32 and round half away from zero; the output keeps the input's
 quantization. Float16 computes in float32.
 """
@@ -179,18 +181,21 @@ def _kernel(ctx: OpContext, mode: str) -> Callable[[np.ndarray], np.ndarray]:
         return quant_pool
 
     clamp = float_clamp(params.activation)
-    compiled_max = mode == "max" and kernels.jit_wanted()
+    compiled = mode in ("max", "average") and kernels.jit_wanted()
+    kernel_name = f"{mode}_pool_float"
     kh, kw = _filter(params)
     sw, sh = params.stride
 
-    def jit_max(xn: np.ndarray, top: int, left: int, oh: int, ow: int) -> np.ndarray | None:
-        """The compiled maximum (``_jit_conv.max_pool_float``), or None: numpy runs."""
+    def jit_pool(xn: np.ndarray, top: int, left: int, oh: int, ow: int) -> np.ndarray | None:
+        """The compiled maximum or average (``_jit_conv.max_pool_float``,
+        ``average_pool_float``), or None: numpy runs."""
         module = kernels.jit_module()
         if module is None:
             return None
         out = np.empty((xn.shape[0], oh, ow, xn.shape[3]), dtype=f32)
         try:
-            module.max_pool_float(np.ascontiguousarray(xn), top, left, sh, sw, kh, kw, out)
+            kernel = getattr(module, kernel_name)
+            kernel(np.ascontiguousarray(xn), top, left, sh, sw, kh, kw, out)
         except Exception as exc:  # noqa: BLE001 (a compile failure: numpy from now on)
             kernels.run_failed(exc)
             return None
@@ -214,7 +219,7 @@ def _kernel(ctx: OpContext, mode: str) -> Callable[[np.ndarray], np.ndarray]:
         top, left, oh, ow, counts = geometry(xn.shape)
         if xn.dtype != f32:
             xn = xn.astype(f32)
-        out = jit_max(xn, top, left, oh, ow) if compiled_max else None
+        out = jit_pool(xn, top, left, oh, ow) if compiled else None
         if out is None:
             out = numpy_pool(xn, top, left, oh, ow, counts)
         if clamp is not None:

@@ -1,8 +1,12 @@
-"""MAX_POOL_2D's compiled kernel (``_jit_conv.max_pool_float``) against the numpy path.
+"""MAX_POOL_2D's and AVERAGE_POOL_2D's compiled kernels (``_jit_conv.max_pool_float``,
+``average_pool_float``) against the numpy path.
 
 Each case is compiled with ``kernels.set_kernels("numpy")`` and with the default
-(numba installed through the ``test`` extra) and run on the same inputs: the
-outputs are the same bits, NaN, infinities and signed zeros included.
+(numba installed through the ``test`` extra) and run on the same inputs. A
+maximum gives the same bits, NaN, infinities and signed zeros included; an
+average the same values to float32 rounding (numpy's order of the additions
+depends on the output's size), with NaN and infinities in the same places.
+L2_POOL_2D has no compiled kernel.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ GEOMETRIES = [
 ]
 
 
-def _model(geometry, activation, nchw, dtype):
+def _model(geometry, activation, nchw, dtype, op=Op.MAX_POOL_2D):
     n, h, w, c, padding, strides, filt = geometry
     mb = ModelBuilder()
     g = mb.main
@@ -44,8 +48,8 @@ def _model(geometry, activation, nchw, dtype):
     scalars = [*pads, *strides, *filt, activation]
     ins = [g.input(tt, shape), *(g.constant(T.INT32, v) for v in scalars)]
     ins.append(g.constant(T.BOOL, nchw))
-    g.operation(Op.MAX_POOL_2D, ins, [g.output(tt, [0, 0, 0, 0])])
-    rng = np.random.default_rng(hash((geometry, activation, nchw)) % 2**32)
+    g.operation(op, ins, [g.output(tt, [0, 0, 0, 0])])
+    rng = np.random.default_rng(hash((geometry, activation, nchw, op)) % 2**32)
     x = rng.standard_normal(shape).astype(dtype)
     flat = x.reshape(-1)
     flat[rng.integers(0, flat.size, 8)] = -0.0
@@ -63,39 +67,59 @@ def _same_bits(a, b):
 
 
 @pytest.fixture
-def max_pool_calls(monkeypatch):
+def pool_calls(monkeypatch):
+    """The names of the compiled pool kernels called."""
     module = kernels.jit_module()
     calls = []
-    real = module.max_pool_float
-    monkeypatch.setattr(module, "max_pool_float", lambda *a: calls.append(1) or real(*a))
+    for name in ("max_pool_float", "average_pool_float"):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _r=real, _n=name: calls.append(_n) or _r(*a))
     return calls
 
 
+OPS = {Op.MAX_POOL_2D: "max_pool_float", Op.AVERAGE_POOL_2D: "average_pool_float"}
+
+
+@pytest.mark.parametrize("op", list(OPS), ids=lambda o: o.name)
 @pytest.mark.parametrize("geometry", GEOMETRIES, ids=lambda g: "x".join(map(str, g[:4])))
 @pytest.mark.parametrize("activation", [0, 1, 3])
 @pytest.mark.parametrize("nchw", [False, True], ids=["nhwc", "nchw"])
-def test_compiled_max_pool_gives_the_numpy_bits(max_pool_calls, geometry, activation, nchw):
-    model, inputs = _model(geometry, activation, nchw, np.float32)
+def test_compiled_pools_agree_with_numpy(pool_calls, op, geometry, activation, nchw):
+    model, inputs = _model(geometry, activation, nchw, np.float32, op)
     (ref,) = _compiled(model, kernels.NUMPY).run(inputs)
-    assert max_pool_calls == []
+    assert pool_calls == []
     (ours,) = _compiled(model, kernels.AUTO).run(inputs)
-    assert max_pool_calls == [1]
-    _same_bits(ours, ref)
+    assert pool_calls == [OPS[op]]
+    _agree(op, ours, ref)
     if activation == 0:
         assert np.isnan(ref).any()
 
 
-def test_float16_goes_through_it(max_pool_calls):
-    model, inputs = _model(GEOMETRIES[1], 0, False, np.float16)
+def _agree(op, ours, ref):
+    if op == Op.MAX_POOL_2D:
+        _same_bits(ours, ref)
+        return
+    assert ours.dtype == ref.dtype and ours.shape == ref.shape
+    np.testing.assert_array_equal(np.isnan(ours), np.isnan(ref))
+    np.testing.assert_array_equal(np.isinf(ours), np.isinf(ref))
+    finite = np.isfinite(ref)
+    tol = 1e-6 if ref.dtype == np.float32 else 1e-3
+    np.testing.assert_allclose(ours[finite], ref[finite], rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("op", list(OPS), ids=lambda o: o.name)
+def test_float16_goes_through_them(pool_calls, op):
+    model, inputs = _model(GEOMETRIES[1], 0, False, np.float16, op)
     (ref,) = _compiled(model, kernels.NUMPY).run(inputs)
     (ours,) = _compiled(model, kernels.AUTO).run(inputs)
-    assert max_pool_calls == [1]
-    _same_bits(ours, ref)
+    assert pool_calls == [OPS[op]]
+    _agree(op, ours, ref)
 
 
-def test_a_failing_compile_falls_back_to_numpy(monkeypatch):
-    break_kernels(monkeypatch, "max_pool_float")
-    model, inputs = _model(GEOMETRIES[1], 0, False, np.float32)
+@pytest.mark.parametrize("op", list(OPS), ids=lambda o: o.name)
+def test_a_failing_compile_falls_back_to_numpy(monkeypatch, op):
+    break_kernels(monkeypatch, OPS[op])
+    model, inputs = _model(GEOMETRIES[1], 0, False, np.float32, op)
     (ref,) = _compiled(model, kernels.NUMPY).run(inputs)
     (ours,) = _compiled(model, kernels.AUTO).run(inputs)
     _same_bits(ours, ref)
