@@ -107,13 +107,62 @@ def _explicit_same(size: int, k: int, stride: int) -> tuple[int, int, int]:
     return out, total // 2, total - total // 2
 
 
+def _classified(mb, cur, name, size, channels, rng, nodes, inits, case, title) -> ModelCase:
+    """A float network's head in both formats (a global average pool, then a
+    FULLY_CONNECTED to 1000 logits) and its ModelCase, with a 224x224x3 input.
+    ``cur`` / ``name``: the last feature map ([1, size, size, channels]) as NNAPI
+    operand and ONNX value; the weights drawn from ``rng`` after the body's."""
+    from onnx import TensorProto, helper
+
+    g = mb.main
+    pooled = g.temporary(F32, [1, 1, 1, channels])
+    g.operation(
+        O.AVERAGE_POOL_2D,
+        [cur, *(g.constant(T.INT32, v) for v in (VALID, 1, 1, size, size, 0))],
+        [pooled],
+    )
+    flat = g.temporary(F32, [1, channels])
+    g.operation(O.RESHAPE, [pooled, g.constant(T.TENSOR_INT32, [1, channels])], [flat])
+    fc_w = (rng.standard_normal((1000, channels)) * np.sqrt(1 / channels)).astype(np.float32)
+    fc_b = (rng.standard_normal(1000) * 0.1).astype(np.float32)
+    logits = g.output(F32, [1, 1000])
+    g.operation(
+        O.FULLY_CONNECTED,
+        [flat, g.constant(F32, fc_w), g.constant(F32, fc_b), g.constant(T.INT32, 0)],
+        [logits],
+    )
+    nodes = [
+        *nodes,
+        helper.make_node("AveragePool", [name], ["pool"], kernel_shape=[size, size]),
+        helper.make_node("Flatten", ["pool"], ["flat"]),
+        helper.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["y"], transB=1),
+    ]
+    onnx = _onnx_model(
+        nodes,
+        [("x", TensorProto.FLOAT, [1, 3, 224, 224])],
+        [("y", TensorProto.FLOAT, [1, 1000])],
+        {**inits, "fc_w": fc_w, "fc_b": fc_b},
+    )
+    x = rng.uniform(-1, 1, (1, 224, 224, 3)).astype(np.float32)
+    return ModelCase(
+        case,
+        title,
+        mb.build(),
+        [x],
+        onnx,
+        {"x": np.ascontiguousarray(x.transpose(0, 3, 1, 2))},
+        lambda outs: [outs[0]],
+        False,
+    )
+
+
 # ---------------------------------------------------------------------------
 # MobileNet-v1-like, float32
 # ---------------------------------------------------------------------------
 
 
 def mobilenet_f32(seed: int = 0) -> ModelCase:
-    from onnx import TensorProto, helper
+    from onnx import helper
 
     rng = np.random.default_rng(seed)
     mb = ModelBuilder()
@@ -153,45 +202,11 @@ def mobilenet_f32(seed: int = 0) -> ModelCase:
         )
         nodes.append(helper.make_node("Clip", [f"c{k}", "zero", "six"], [f"a{k}"]))
         cur, size, name = nxt, out_size, f"a{k}"
-    pooled = g.temporary(F32, [1, 1, 1, 1024])
-    g.operation(
-        O.AVERAGE_POOL_2D,
-        [cur, *(g.constant(T.INT32, v) for v in (VALID, 1, 1, 7, 7, 0))],
-        [pooled],
-    )
-    flat = g.temporary(F32, [1, 1024])
-    g.operation(O.RESHAPE, [pooled, g.constant(T.TENSOR_INT32, [1, 1024])], [flat])
-    fc_w = (rng.standard_normal((1000, 1024)) * np.sqrt(1 / 1024)).astype(np.float32)
-    fc_b = (rng.standard_normal(1000) * 0.1).astype(np.float32)
-    logits = g.output(F32, [1, 1000])
-    g.operation(
-        O.FULLY_CONNECTED,
-        [flat, g.constant(F32, fc_w), g.constant(F32, fc_b), g.constant(T.INT32, 0)],
-        [logits],
-    )
-    nodes += [
-        helper.make_node("AveragePool", [name], ["pool"], kernel_shape=[7, 7]),
-        helper.make_node("Flatten", ["pool"], ["flat"]),
-        helper.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["y"], transB=1),
-    ]
-    inits.update(zero=np.float32(0), six=np.float32(6), fc_w=fc_w, fc_b=fc_b)
-    onnx = _onnx_model(
-        nodes,
-        [("x", TensorProto.FLOAT, [1, 3, 224, 224])],
-        [("y", TensorProto.FLOAT, [1, 1000])],
-        inits,
-    )
-    x = rng.uniform(-1, 1, (1, 224, 224, 3)).astype(np.float32)
-    return ModelCase(
-        "mobilenet-f32",
+    inits.update(zero=np.float32(0), six=np.float32(6))
+    return _classified(
+        mb, cur, name, size, 1024, rng, nodes, inits, "mobilenet-f32",
         "MobileNet-v1-like 224x224 float32 (27 convolutions, pool, FC 1000)",
-        mb.build(),
-        [x],
-        onnx,
-        {"x": np.ascontiguousarray(x.transpose(0, 3, 1, 2))},
-        lambda outs: [outs[0]],
-        False,
-    )
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------------------
@@ -337,7 +352,7 @@ RELU = 1
 
 def resnet18_f32(seed: int = 2) -> ModelCase:
     """ResNet-18's layout with random weights (batch norm folded into the biases)."""
-    from onnx import TensorProto, helper
+    from onnx import helper
 
     rng = np.random.default_rng(seed)
     mb = ModelBuilder()
@@ -390,45 +405,10 @@ def resnet18_f32(seed: int = 2) -> ModelCase:
         nodes.append(helper.make_node("Add", [res_name, name], [f"s{block}"]))
         nodes.append(helper.make_node("Relu", [f"s{block}"], [f"a{block}"]))
         cur, name, size, c = added, f"a{block}", out_size, cout
-    avg = g.temporary(F32, [1, 1, 1, 512])
-    g.operation(
-        O.AVERAGE_POOL_2D,
-        [cur, *(g.constant(T.INT32, v) for v in (VALID, 1, 1, size, size, 0))],
-        [avg],
-    )
-    flat = g.temporary(F32, [1, 512])
-    g.operation(O.RESHAPE, [avg, g.constant(T.TENSOR_INT32, [1, 512])], [flat])
-    fc_w = (rng.standard_normal((1000, 512)) * np.sqrt(1 / 512)).astype(np.float32)
-    fc_b = (rng.standard_normal(1000) * 0.1).astype(np.float32)
-    logits = g.output(F32, [1, 1000])
-    g.operation(
-        O.FULLY_CONNECTED,
-        [flat, g.constant(F32, fc_w), g.constant(F32, fc_b), g.constant(T.INT32, 0)],
-        [logits],
-    )
-    nodes += [
-        helper.make_node("AveragePool", [name], ["pool"], kernel_shape=[size, size]),
-        helper.make_node("Flatten", ["pool"], ["flat"]),
-        helper.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["y"], transB=1),
-    ]
-    inits.update(fc_w=fc_w, fc_b=fc_b)
-    onnx = _onnx_model(
-        nodes,
-        [("x", TensorProto.FLOAT, [1, 3, 224, 224])],
-        [("y", TensorProto.FLOAT, [1, 1000])],
-        inits,
-    )
-    x = rng.uniform(-1, 1, (1, 224, 224, 3)).astype(np.float32)
-    return ModelCase(
-        "resnet18-f32",
+    return _classified(
+        mb, cur, name, size, c, rng, nodes, inits, "resnet18-f32",
         "ResNet-18-like 224x224 float32 (20 convolutions, 16 of them 3x3, 8 residual ADDs)",
-        mb.build(),
-        [x],
-        onnx,
-        {"x": np.ascontiguousarray(x.transpose(0, 3, 1, 2))},
-        lambda outs: [outs[0]],
-        False,
-    )
+    )  # fmt: skip
 
 
 CASES = {

@@ -493,6 +493,14 @@ def winograd_output(m, bias, ty0, ty1, out, lo, hi):
 
 
 @_jit
+def _taps(o, stride, head, k, size):
+    """(first input index, first tap inside, end of the taps inside) of the window
+    of output position ``o`` along one axis of a pool."""
+    start = o * stride - head
+    return start, max(0, -start), min(k, size - start)
+
+
+@_jit
 def max_pool_float(x, top, left, sh, sw, kh, kw, out):
     """out [N, OH, OW, C] = the maximum of each window of NHWC float32 ``x``, taps
     outside the input skipped (numpy's path pads with -inf, which no maximum takes),
@@ -502,13 +510,9 @@ def max_pool_float(x, top, left, sh, sw, kh, kw, out):
     oh, ow = out.shape[1], out.shape[2]
     for b in range(n):
         for oy in range(oh):
-            y0 = oy * sh - top
-            i0 = max(0, -y0)
-            i1 = min(kh, h - y0)
+            y0, i0, i1 = _taps(oy, sh, top, kh, h)
             for ox in range(ow):
-                x0 = ox * sw - left
-                j0 = max(0, -x0)
-                j1 = min(kw, w - x0)
+                x0, j0, j1 = _taps(ox, sw, left, kw, w)
                 for ch in range(c_count):
                     out[b, oy, ox, ch] = -np.inf
                 for i in range(i0, i1):
@@ -531,13 +535,9 @@ def average_pool_float(x, top, left, sh, sw, kh, kw, out):
     oh, ow = out.shape[1], out.shape[2]
     for b in range(n):
         for oy in range(oh):
-            y0 = oy * sh - top
-            i0 = max(0, -y0)
-            i1 = min(kh, h - y0)
+            y0, i0, i1 = _taps(oy, sh, top, kh, h)
             for ox in range(ow):
-                x0 = ox * sw - left
-                j0 = max(0, -x0)
-                j1 = min(kw, w - x0)
+                x0, j0, j1 = _taps(ox, sw, left, kw, w)
                 count = np.float32((i1 - i0) * (j1 - j0))
                 for ch in range(c_count):
                     out[b, oy, ox, ch] = 0.0
