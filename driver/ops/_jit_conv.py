@@ -505,7 +505,9 @@ def max_pool_float(x, top, left, sh, sw, kh, kw, out):
     """out [N, OH, OW, C] = the maximum of each window of NHWC float32 ``x``, taps
     outside the input skipped (numpy's path pads with -inf, which no maximum takes),
     in the same order and with ``np.maximum(acc, tap)``'s rules: NaN wins, and of
-    two equal values (signed zeros) the later tap is taken."""
+    two equal values (signed zeros) the later tap is taken, as numpy's x86 SIMD
+    maximum does (the sign of a zero maximum is not specified; numpy elsewhere
+    may choose otherwise)."""
     n, h, w, c_count = x.shape
     oh, ow = out.shape[1], out.shape[2]
     for b in range(n):

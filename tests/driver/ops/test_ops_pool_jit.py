@@ -3,8 +3,8 @@
 
 Each case is compiled with ``kernels.set_kernels("numpy")`` and with the default
 (numba installed through the ``test`` extra) and run on the same inputs. A
-maximum gives the same bits, NaN, infinities and signed zeros included; an
-average the same values to float32 rounding (numpy's order of the additions
+maximum gives the same values, NaN and infinities included; an average the same
+values to float32 rounding (numpy's order of the additions
 depends on the output's size), with NaN and infinities in the same places.
 L2_POOL_2D has no compiled kernel.
 """
@@ -97,7 +97,10 @@ def test_compiled_pools_agree_with_numpy(pool_calls, op, geometry, activation, n
 
 def _agree(op, ours, ref):
     if op == Op.MAX_POOL_2D:
-        _same_bits(ours, ref)
+        # the same values, NaN included; the sign of a zero maximum is the later
+        # tap's, as numpy's x86 SIMD maximum gives, but other CPUs' numpy may differ
+        assert ours.dtype == ref.dtype and ours.shape == ref.shape
+        np.testing.assert_array_equal(ours, ref)
         return
     assert ours.dtype == ref.dtype and ours.shape == ref.shape
     np.testing.assert_array_equal(np.isnan(ours), np.isnan(ref))
