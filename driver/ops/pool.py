@@ -12,11 +12,10 @@ whole output per tap; a 2x2 pool is three ``np.maximum`` calls; a small output
 with many taps, like a global average, one reduction over the taps), then divide
 by the per-position counts. With numba (``kernels``), a float maximum or
 average is one compiled pass instead (``_jit_conv.max_pool_float``,
-``average_pool_float``: no padded copy; a maximum's value, an average's value to
-float32 rounding). Quantized averages sum
-the raw 8-bit values in
-int32 and round half away from zero; the output keeps the input's
-quantization. Float16 computes in float32.
+``average_pool_float``: no padded copy; a maximum's value, an average's value
+to float32 rounding). Quantized averages sum the raw 8-bit values in int32 and
+round half away from zero; the output keeps the input's quantization. Float16
+computes in float32.
 """
 
 from __future__ import annotations
