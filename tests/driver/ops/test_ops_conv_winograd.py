@@ -165,6 +165,26 @@ def test_a_non_finite_input_reaches_the_outputs_the_direct_way(winograd_calls, b
     _assert_within(ours[finite], ref[finite].astype(np.float64), F32_ATOL, F32_RTOL)
 
 
+def test_random_geometries_are_within_the_float32_tolerance(winograd_calls):
+    """Sixty drawn shapes (batch, odd and even sizes down to 1, channels off the SIMD
+    width, explicit paddings of 0 to 2 on each side, activations): every output
+    within NNAPI's float32 tolerance of the float64 direct sum."""
+    rng = np.random.default_rng(20261127)
+    done = 0
+    while done < 60:
+        n, h, w = (int(v) for v in (rng.integers(1, 3), rng.integers(1, 20), rng.integers(1, 20)))
+        c, o = int(rng.choice([8, 9, 16, 33])), int(rng.choice([8, 15, 40]))
+        pads = tuple(int(v) for v in rng.integers(0, 3, 4))  # left, right, top, bottom
+        if w + pads[0] + pads[1] < 3 or h + pads[2] + pads[3] < 3:
+            continue  # no output
+        activation = int(rng.integers(0, 4))
+        model, inputs, x, wt, b = _model((n, h, w, c), o, pads, activation=activation, seed=done)
+        (ours,) = _compiled(model, kernels.AUTO).run(inputs)
+        _assert_within(ours, _reference(x, wt, b, pads, activation), F32_ATOL, F32_RTOL)
+        done += 1
+    assert winograd_calls.count(True) >= 40  # 44: the rest are too small or 8 to 8 channels
+
+
 @pytest.mark.parametrize("filter_input", [False, True], ids=["constant", "input"])
 def test_a_non_finite_filter_goes_by_im2col(winograd_calls, filter_input):
     model, inputs, *_ = _model((1, 8, 8, 8), 16, SAME, filter_input=filter_input,
