@@ -57,7 +57,7 @@ def winograd_calls(monkeypatch):
 
 
 def _model(x_shape, o, padding, *, activation=0, nchw=False, dtype=np.float32,
-           filter_input=False, bad_weight=None, seed=0):  # fmt: skip
+           filter_input=False, bad_weight=None, seed=0, out_shape=(0, 0, 0, 0)):  # fmt: skip
     """A CONV_2D of a 3x3 filter at unit stride; ``padding`` is SAME / VALID or
     (left, right, top, bottom). Returns (model, inputs, x NHWC, w, b)."""
     rng = np.random.default_rng(seed)
@@ -77,7 +77,7 @@ def _model(x_shape, o, padding, *, activation=0, nchw=False, dtype=np.float32,
     scalars = [*pads, 1, 1, activation]
     ins = [inp, wop, g.constant(tt, b), *(g.constant(T.INT32, v) for v in scalars)]
     ins.append(g.constant(T.BOOL, nchw))
-    g.operation(Op.CONV_2D, ins, [g.output(tt, [0, 0, 0, 0])])
+    g.operation(Op.CONV_2D, ins, [g.output(tt, list(out_shape))])
     xin = np.ascontiguousarray(x.transpose(0, 3, 1, 2)) if nchw else x
     return mb.build(), [xin, wv] if filter_input else [xin], x, wv, b
 
@@ -217,6 +217,31 @@ def test_a_non_finite_filter_goes_by_im2col(winograd_calls, filter_input):
 )
 def test_which_convolutions_take_it(w_shape, stride, dilation, c, oh, ow, taken):
     assert _winograd.eligible(w_shape, stride, dilation, c, oh, ow) is taken
+
+
+@pytest.mark.parametrize(
+    "out_shape,at_preparation",
+    [((1, 16, 16, 16), True), ((0, 0, 0, 0), False), ((1, 16, 16, 16), None)],
+    ids=["declared", "unknown", "filter-input"],
+)
+def test_when_the_filter_is_transformed(monkeypatch, out_shape, at_preparation):
+    """A constant filter is transformed while preparing when the declared output shows
+    Winograd will be taken, else at the first execution that takes it, once; a filter
+    given at run time by every execution."""
+    transforms = []
+    real = _winograd.filter_transform
+    monkeypatch.setattr(
+        _winograd, "filter_transform", lambda w: transforms.append(w.shape) or real(w)
+    )
+    filter_input = at_preparation is None
+    model, inputs, *_ = _model((1, 16, 16, 16), 16, SAME, out_shape=out_shape,
+                               filter_input=filter_input)  # fmt: skip
+    compiled = _compiled(model, kernels.AUTO)
+    assert len(transforms) == (1 if at_preparation else 0)
+    (first,) = compiled.run(inputs)
+    (second,) = compiled.run(inputs)
+    assert len(transforms) == (2 if filter_input else 1)
+    np.testing.assert_array_equal(first, second)
 
 
 def test_an_ineligible_convolution_does_not_call_it(winograd_calls):
