@@ -126,14 +126,33 @@ def _referenced_subgraph(
     return k, model.referenced[k - 1]
 
 
-def _require_compatible(
-    where: str, inner_text: str, inner: Operand, outer_text: str, outer: Operand
+def _require_pair(
+    where: str,
+    inner: Operand,
+    inner_text: tuple,
+    outer: Operand,
+    outer_text: tuple,
+    *,
+    sized_inner: bool = False,
+    sized_outer: bool = False,
 ) -> None:
+    """``inner`` compatible with ``outer`` and, where asked, each of known size (the
+    HAL 1.3 WHILE rule, ``_require_known_size``). The texts naming the two are
+    ``(format, *values)``, formatted only for an operand that fails: checking a valid
+    model formats nothing."""
     reason = incompatibility(inner, outer)
     if reason is not None:
         raise InvalidArgument(
-            f"{where}: {inner_text} is not compatible with {outer_text}: {reason}"
+            f"{where}: {_text(inner_text)} is not compatible with {_text(outer_text)}: {reason}"
         )
+    if sized_inner:
+        _require_known_size(where, inner_text, inner)
+    if sized_outer:
+        _require_known_size(where, outer_text, outer)
+
+
+def _text(spec: tuple) -> str:
+    return spec[0].format(*spec[1:])
 
 
 #: ValidationMode::RUNTIME (the NNAPI runtime validating a model it interprets itself):
@@ -151,17 +170,12 @@ def runtime_validation() -> Iterator[None]:
         _RUNTIME_MODE.reset(token)
 
 
-def _require_known_size(where: str, text: str, operand: Operand) -> None:
+def _require_known_size(where: str, text: tuple, operand: Operand) -> None:
     if not has_known_size(operand) and not _RUNTIME_MODE.get():
         raise InvalidArgument(
-            f"{where}: {text} ({describe(operand)}) has unknown size; HAL 1.3 drivers"
+            f"{where}: {_text(text)} ({describe(operand)}) has unknown size; HAL 1.3 drivers"
             " require every WHILE operand to be fully specified (known rank and dimensions)"
         )
-
-
-def _sized(operand: Operand) -> bool:
-    """``_require_known_size`` passes for ``operand``."""
-    return has_known_size(operand) or _RUNTIME_MODE.get()
 
 
 def _check_condition_operand(where: str, text: str, operand: Operand) -> None:
@@ -201,27 +215,23 @@ def check_if(
                 f"{where}: {name} has {len(branch.outputIndexes)} outputs but the IF has"
                 f" {len(outs)}; the counts must match"
             )
-        # (each text is spelt out only for the pair that fails: checking a valid model
-        # formats nothing)
         inner_ops = branch.operands
         for j, idx in enumerate(branch.inputIndexes):
-            if incompatibility(inner_ops[idx], operands[ins[3 + j]]) is not None:
-                _require_compatible(
-                    where,
-                    f"{name} input {j} (operand {idx})",
-                    inner_ops[idx],
-                    f"IF input {3 + j} (operand {ins[3 + j]})",
-                    operands[ins[3 + j]],
-                )
+            _require_pair(
+                where,
+                inner_ops[idx],
+                ("{} input {} (operand {})", name, j, idx),
+                operands[ins[3 + j]],
+                ("IF input {} (operand {})", 3 + j, ins[3 + j]),
+            )
         for j, idx in enumerate(branch.outputIndexes):
-            if incompatibility(inner_ops[idx], operands[outs[j]]) is not None:
-                _require_compatible(
-                    where,
-                    f"{name} output {j} (operand {idx})",
-                    inner_ops[idx],
-                    f"IF output {j} (operand {outs[j]})",
-                    operands[outs[j]],
-                )
+            _require_pair(
+                where,
+                inner_ops[idx],
+                ("{} output {} (operand {})", name, j, idx),
+                operands[outs[j]],
+                ("IF output {} (operand {})", j, outs[j]),
+            )
 
 
 def check_while(
@@ -248,17 +258,16 @@ def check_while(
         raise InvalidArgument(
             f"{where}: {name} has {len(cond.outputIndexes)} outputs; it must have exactly 1"
         )
-    # (each text is spelt out only for the pair that fails: checking a valid model
-    # formats nothing)
     for j, idx in enumerate(cond.inputIndexes):
-        inner, outer = cond.operands[idx], operands[ins[2 + j]]
-        if incompatibility(inner, outer) is None and _sized(inner) and _sized(outer):
-            continue
-        inner_text = f"{name} input {j} (operand {idx})"
-        outer_text = f"WHILE input {2 + j} (operand {ins[2 + j]})"
-        _require_compatible(where, inner_text, inner, outer_text, outer)
-        _require_known_size(where, inner_text, inner)
-        _require_known_size(where, outer_text, outer)
+        _require_pair(
+            where,
+            cond.operands[idx],
+            ("{} input {} (operand {})", name, j, idx),
+            operands[ins[2 + j]],
+            ("WHILE input {} (operand {})", 2 + j, ins[2 + j]),
+            sized_inner=True,
+            sized_outer=True,
+        )
     out_idx = cond.outputIndexes[0]
     _check_condition_operand(where, f"{name} output 0 (operand {out_idx})", cond.operands[out_idx])
 
@@ -281,41 +290,32 @@ def check_while(
             " feeds the body input at the same position"
         )
     for j, idx in enumerate(body.inputIndexes):
-        inner, outer = body.operands[idx], operands[ins[2 + j]]
-        if incompatibility(inner, outer) is None and _sized(inner) and _sized(outer):
-            continue
-        inner_text = f"{name} input {j} (operand {idx})"
-        outer_text = f"WHILE input {2 + j} (operand {ins[2 + j]})"
-        _require_compatible(where, inner_text, inner, outer_text, outer)
-        _require_known_size(where, inner_text, inner)
-        _require_known_size(where, outer_text, outer)
+        _require_pair(
+            where,
+            body.operands[idx],
+            ("{} input {} (operand {})", name, j, idx),
+            operands[ins[2 + j]],
+            ("WHILE input {} (operand {})", 2 + j, ins[2 + j]),
+            sized_inner=True,
+            sized_outer=True,
+        )
     for j, idx in enumerate(outs):
         inner_idx = body.outputIndexes[j]
-        if incompatibility(body.operands[inner_idx], operands[idx]) is None and _sized(
-            operands[idx]
-        ):
-            continue
-        outer_text = f"WHILE output {j} (operand {idx})"
-        _require_compatible(
+        _require_pair(
             where,
-            f"{name} output {j} (operand {inner_idx})",
             body.operands[inner_idx],
-            outer_text,
+            ("{} output {} (operand {})", name, j, inner_idx),
             operands[idx],
+            ("WHILE output {} (operand {})", j, idx),
+            sized_outer=True,
         )
-        _require_known_size(where, outer_text, operands[idx])
     for j in range(n_out):
         in_idx, out_idx = body.inputIndexes[j], body.outputIndexes[j]
-        if incompatibility(body.operands[in_idx], body.operands[out_idx]) is None and _sized(
-            body.operands[out_idx]
-        ):
-            continue
-        out_text = f"{name} output {j} (operand {out_idx})"
-        _require_compatible(
+        _require_pair(
             where,
-            f"{name} input {j} (operand {in_idx})",
             body.operands[in_idx],
-            out_text,
+            ("{} input {} (operand {})", name, j, in_idx),
             body.operands[out_idx],
+            ("{} output {} (operand {})", name, j, out_idx),
+            sized_outer=True,
         )
-        _require_known_size(where, out_text, body.operands[out_idx])
