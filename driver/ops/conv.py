@@ -626,7 +626,7 @@ def _jit_winograd(params: Params, w_const: np.ndarray | None, out_dims) -> Calla
         _, oh, ow, _ = out_dims
         w_shape = w_const.shape
         if _winograd.eligible(w_shape, params.stride, params.dilation, w_shape[3], oh, ow):
-            kept["u"] = _winograd.filter_transform(w_const)
+            kept["u"] = _filter_transform(w_const)
 
     def run(x, w, bias, out, geo) -> bool:
         _, _, oh, ow = geo
@@ -636,11 +636,11 @@ def _jit_winograd(params: Params, w_const: np.ndarray | None, out_dims) -> Calla
         if module is None:
             return False
         if w_const is None:
-            u = _winograd.filter_transform(w)
+            u = _filter_transform(w)
         elif "u" in kept:
             u = kept["u"]
         else:
-            u = kept["u"] = _winograd.filter_transform(w_const)
+            u = kept["u"] = _filter_transform(w_const)
         if u is None:
             return False
         try:
@@ -650,6 +650,18 @@ def _jit_winograd(params: Params, w_const: np.ndarray | None, out_dims) -> Calla
             return False
 
     return run
+
+
+def _filter_transform(w: np.ndarray) -> np.ndarray | None:
+    """``_winograd.filter_transform`` compiled, or in numpy when numba is missing or
+    fails to compile it (the same values either way)."""
+    module = kernels.jit_module()
+    if module is not None:
+        try:
+            return _winograd.filter_transform(w, module)
+        except Exception as exc:  # noqa: BLE001 (a compile failure: numpy from now on)
+            kernels.run_failed(exc)
+    return _winograd.filter_transform(w)
 
 
 def _jit_float_depthwise(params: Params) -> Callable[..., bool]:

@@ -231,7 +231,9 @@ def test_when_the_filter_is_transformed(monkeypatch, out_shape, at_preparation):
     transforms = []
     real = _winograd.filter_transform
     monkeypatch.setattr(
-        _winograd, "filter_transform", lambda w: transforms.append(w.shape) or real(w)
+        _winograd,
+        "filter_transform",
+        lambda w, *module: transforms.append(w.shape) or real(w, *module),
     )
     filter_input = at_preparation is None
     model, inputs, *_ = _model((1, 16, 16, 16), 16, SAME, out_shape=out_shape,
@@ -275,6 +277,64 @@ def test_conv_vectors_pass_with_winograd_on_every_3x3(monkeypatch, winograd_call
         failures += [f"{t.name}: {p}" for p in problems]
     assert not failures, failures[:10]
     assert winograd_calls.count(True) >= 4  # the corpus has few 3x3 unit-stride CONV_2D
+
+
+# ---------------------------------------------------------------------------
+# The filter transform
+# ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "o,c", [(1, 1), (8, 8), (13, 37), (16, 16), (17, 33), (64, 3), (3, 64), (96, 160)]
+)
+def test_the_compiled_filter_transform_gives_numpys_values(o, c):
+    """Every value equal to the numpy form's, for block-sized and ragged channel and
+    filter counts, and for weights spread over many exponents."""
+    rng = np.random.default_rng(o * 1000 + c)
+    w = rng.standard_normal((o, 3, 3, c)) * 10.0 ** rng.integers(-30, 30, (o, 3, 3, c))
+    w = w.astype(np.float32)
+    ours = _winograd.filter_transform(w, kernels.jit_module())
+    ref = _winograd.filter_transform_numpy(w)
+    assert ours.shape == ref.shape == (16, c, o)
+    np.testing.assert_array_equal(ours, ref)
+
+
+def test_the_compiled_filter_transform_of_float16_weights():
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((24, 3, 3, 40)).astype(np.float16)
+    ours = _winograd.filter_transform(w, kernels.jit_module())
+    np.testing.assert_array_equal(ours, _winograd.filter_transform_numpy(w))
+
+
+@pytest.mark.parametrize(
+    "value,refused",
+    [(np.nan, True), (np.inf, True), (-np.inf, True), (2.0e38, True), (1.0e38, False)],
+)
+def test_the_compiled_filter_transform_refuses_what_numpy_refuses(value, refused):
+    """A NaN or infinite weight, or a filter whose transformed sums overflow float32
+    (nine weights of 2e38: the middle value is 9/4 of them), gives None as numpy's
+    form does; large finite sums that fit (9/4 of 1e38) are kept."""
+    w = np.ones((20, 3, 3, 18), dtype=np.float32)
+    w[17, :, :, 9] = value
+    ours = _winograd.filter_transform(w, kernels.jit_module())
+    ref = _winograd.filter_transform_numpy(w)
+    assert (ours is None) is refused
+    assert (ref is None) is refused
+    if not refused:
+        np.testing.assert_array_equal(ours, ref)
+
+
+def test_a_failing_filter_transform_compile_falls_back_to_numpy(monkeypatch, caplog):
+    """A compiled transform that fails while preparing is a failed compile: one warning,
+    the filter transformed by numpy, and numpy's kernels from then on (the module's
+    rule for any compile failure), so the outputs are the numpy path's."""
+    model, inputs, *_ = _model((1, 16, 16, 16), 16, SAME, out_shape=(1, 16, 16, 16))
+    ref = _compiled(model, kernels.NUMPY).run(inputs)[0]
+    break_kernels(monkeypatch, "winograd_filter")
+    with caplog.at_level(logging.WARNING, logger=kernels.__name__):
+        compiled = _compiled(model, kernels.AUTO)
+    assert "simulated compile failure" in caplog.text
+    np.testing.assert_array_equal(compiled.run(inputs)[0], ref)
 
 
 def test_running_out_of_memory_is_not_a_compile_failure(monkeypatch):
