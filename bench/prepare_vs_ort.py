@@ -11,7 +11,14 @@ cost of a graph's first preparation in a process; it also empties the device's
 kept check results (``Device.analyses``, ``nnhal.driver.analysis_cache``), so
 every preparation checks the model afresh.
 
-Usage: python bench/prepare_vs_ort.py [WORKLOAD ...] [--runs N] [--cold]
+``--isolated`` measures each workload in a process of its own (this script run
+again with that one workload). Both sides' figures depend on what the process
+allocated before: in one run of the whole list, onnxruntime's session for the
+ResNet-18 read 20.9 ms of thread CPU after the other models (the allocator
+served it memory already touched) and 71-80 ms in most others, fresh pages
+being the larger part of its cost and of ours (67 MB of transformed filters).
+
+Usage: python bench/prepare_vs_ort.py [WORKLOAD ...] [--runs N] [--cold] [--isolated]
 (needs the bench extra: pip install -e '.[bench]')
 """
 
@@ -20,6 +27,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -66,7 +74,13 @@ def main() -> None:
     parser.add_argument(
         "--cold", action="store_true", help="empty the code and analysis caches each time"
     )
+    parser.add_argument(
+        "--isolated", action="store_true", help="each workload in a process of its own"
+    )
     args = parser.parse_args()
+    if args.isolated:
+        _isolated(args)
+        return
     set_threads(1)
     device = Device()
     print(f"ms, median (lowest) of {args.runs}; load average {os.getloadavg()[0]:.1f}")
@@ -93,6 +107,21 @@ def main() -> None:
         ]
         ratio = statistics.median(samples["prepare"]) / statistics.median(samples["session"])
         print(f"{name:14s} {'  '.join(cells)}  cpu ratio {ratio:.2f}", flush=True)
+
+
+def _isolated(args) -> None:
+    """Each workload by a fresh run of this script; their result lines in order."""
+    print(f"ms, median (lowest) of {args.runs}, each workload in a process of its own; "
+          f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+    for name in args.workloads:
+        command = [sys.executable, __file__, name, "--runs", str(args.runs)]
+        if args.cold:
+            command.append("--cold")
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            print(f"{name:14s} failed: {done.stderr.strip().splitlines()[-1:]}", flush=True)
+            continue
+        print(done.stdout.strip().splitlines()[-1], flush=True)
 
 
 if __name__ == "__main__":
