@@ -92,6 +92,12 @@ GEOMETRIES = [
     # dilation (channels not a multiple of the SIMD width)
     (2, 6, 14, 20, 3, 3, 1, (1, 1, 1, 1), (1, 1), (1, 1)),
     (1, 11, 13, 7, 3, 3, 1, (0, 2, 1, 1), (1, 2), (1, 2)),
+    # the same at a width stride of 2: steps and a remainder across the interior,
+    # padded or not on the left, odd and even widths; then dilated (one pixel a time)
+    (1, 9, 37, 20, 3, 3, 1, (1, 1, 1, 1), (2, 2), (1, 1)),
+    (2, 7, 24, 33, 3, 3, 1, (0, 1, 0, 1), (2, 1), (1, 1)),
+    (1, 5, 40, 16, 3, 3, 1, (2, 0, 1, 1), (2, 3), (1, 1)),
+    (1, 9, 20, 8, 3, 3, 1, (2, 2, 2, 2), (2, 2), (2, 2)),
 ]
 ACTIVATIONS = [0, 1, 2, 3]
 
