@@ -462,6 +462,17 @@ FILTER_CHANNELS = 16
 
 
 @_jit
+def _columns(out, i, step, g0, g1, g2):
+    """out[i + k step], k = 0..3 = ``G`` applied to (g0, g1, g2), rounded to float32:
+    g0, (g0 + g2 + g1) / 2, (g0 + g2 - g1) / 2, g2."""
+    q = g0 + g2
+    out[i] = np.float32(g0)
+    out[i + step] = np.float32((q + g1) * 0.5)
+    out[i + _U(2) * step] = np.float32((q - g1) * 0.5)
+    out[i + _U(3) * step] = np.float32(g2)
+
+
+@_jit
 def winograd_filter(w, u):
     """u [16, C, O] = ``G g G^T`` of each float32 filter ``w`` [O, 3, 3, C] (C-contiguous)
     and channel: the numpy form's operations (``_winograd.filter_transform_numpy``) in
@@ -511,26 +522,10 @@ def winograd_filter(w, u):
                 m0, m1, m2 = (s0 - b0) * 0.5, (s1 - b1) * 0.5, (s2 - b2) * 0.5
                 # then along the columns of each of the four
                 i = row + j
-                q = a0 + a2
-                scratch[i] = np.float32(a0)
-                scratch[i + plane] = np.float32((q + a1) * 0.5)
-                scratch[i + _U(2) * plane] = np.float32((q - a1) * 0.5)
-                scratch[i + _U(3) * plane] = np.float32(a2)
-                q = p0 + p2
-                scratch[i + _U(4) * plane] = np.float32(p0)
-                scratch[i + _U(5) * plane] = np.float32((q + p1) * 0.5)
-                scratch[i + _U(6) * plane] = np.float32((q - p1) * 0.5)
-                scratch[i + _U(7) * plane] = np.float32(p2)
-                q = m0 + m2
-                scratch[i + _U(8) * plane] = np.float32(m0)
-                scratch[i + _U(9) * plane] = np.float32((q + m1) * 0.5)
-                scratch[i + _U(10) * plane] = np.float32((q - m1) * 0.5)
-                scratch[i + _U(11) * plane] = np.float32(m2)
-                q = d0 + d2
-                scratch[i + _U(12) * plane] = np.float32(d0)
-                scratch[i + _U(13) * plane] = np.float32((q + d1) * 0.5)
-                scratch[i + _U(14) * plane] = np.float32((q - d1) * 0.5)
-                scratch[i + _U(15) * plane] = np.float32(d2)
+                _columns(scratch, i, plane, a0, a1, a2)
+                _columns(scratch, i + _U(4) * plane, plane, p0, p1, p2)
+                _columns(scratch, i + _U(8) * plane, plane, m0, m1, m2)
+                _columns(scratch, i + _U(12) * plane, plane, d0, d1, d2)
         for k in range(16):
             first = _U(k) * plane
             for jj in range(bc):
