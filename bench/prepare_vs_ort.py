@@ -15,7 +15,7 @@ every preparation checks the model afresh.
 again with that one workload). Both sides' figures depend on what the process
 allocated before: in one run of the whole list, onnxruntime's session for the
 ResNet-18 read 20.9 ms of thread CPU after the other models (the allocator
-served it memory already touched) and 71-80 ms in most others, fresh pages
+served it memory already touched) and 69-80 ms in the others, fresh pages
 being the larger part of its cost and of ours (67 MB of transformed filters).
 
 Usage: python bench/prepare_vs_ort.py [WORKLOAD ...] [--runs N] [--cold] [--isolated]
@@ -119,7 +119,8 @@ def _isolated(args) -> None:
             command.append("--cold")
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
-            print(f"{name:14s} failed: {done.stderr.strip().splitlines()[-1:]}", flush=True)
+            last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+            print(f"{name:14s} failed: {last}", flush=True)
             continue
         print(done.stdout.strip().splitlines()[-1], flush=True)
 
