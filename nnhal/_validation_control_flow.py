@@ -234,6 +234,23 @@ def check_if(
             )
 
 
+def _require_while_inputs(
+    where: str, name: str, sub: Subgraph, operands: Sequence[Operand], ins: Sequence[int]
+) -> None:
+    """Each input of a WHILE's condition or body (``name``, ``sub``) compatible with the
+    WHILE input that feeds it (inputs 2..), both of known size."""
+    for j, idx in enumerate(sub.inputIndexes):
+        _require_pair(
+            where,
+            sub.operands[idx],
+            ("{} input {} (operand {})", name, j, idx),
+            operands[ins[2 + j]],
+            ("WHILE input {} (operand {})", 2 + j, ins[2 + j]),
+            sized_inner=True,
+            sized_outer=True,
+        )
+
+
 def check_while(
     model: Model, s: int, k: int, operation: Operation, operands: Sequence[Operand]
 ) -> None:
@@ -258,16 +275,7 @@ def check_while(
         raise InvalidArgument(
             f"{where}: {name} has {len(cond.outputIndexes)} outputs; it must have exactly 1"
         )
-    for j, idx in enumerate(cond.inputIndexes):
-        _require_pair(
-            where,
-            cond.operands[idx],
-            ("{} input {} (operand {})", name, j, idx),
-            operands[ins[2 + j]],
-            ("WHILE input {} (operand {})", 2 + j, ins[2 + j]),
-            sized_inner=True,
-            sized_outer=True,
-        )
+    _require_while_inputs(where, name, cond, operands, ins)
     out_idx = cond.outputIndexes[0]
     _check_condition_operand(where, f"{name} output 0 (operand {out_idx})", cond.operands[out_idx])
 
@@ -289,16 +297,7 @@ def check_while(
             f"{where}: {name} has {n_out} outputs but only {n_in} inputs; each body output"
             " feeds the body input at the same position"
         )
-    for j, idx in enumerate(body.inputIndexes):
-        _require_pair(
-            where,
-            body.operands[idx],
-            ("{} input {} (operand {})", name, j, idx),
-            operands[ins[2 + j]],
-            ("WHILE input {} (operand {})", 2 + j, ins[2 + j]),
-            sized_inner=True,
-            sized_outer=True,
-        )
+    _require_while_inputs(where, name, body, operands, ins)
     for j, idx in enumerate(outs):
         inner_idx = body.outputIndexes[j]
         _require_pair(
