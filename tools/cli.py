@@ -244,6 +244,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
         if choice is not None:
             kernels.set_kernels(choice)
             os.environ[kernels.ENV] = choice  # the execution workers (--workers) inherit it
+        from nnhal.driver.executor.model import executor_setting  # $NNHAL_EXECUTOR
+
+        executor_setting()  # a bad value is refused now, not at every preparation
     except ValueError as exc:
         raise CliError(str(exc)) from None
     device = import_module("nnhal.tools.cli_trace").configure_devices(devices, args)

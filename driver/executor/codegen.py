@@ -119,6 +119,13 @@ def _wrap(exc: BaseException, locations: list[str | None], lineno: int) -> HalEr
     (or the HAL error an exception with ``hal_error(where)`` gives)."""
     line = lineno - _HEADER_LINES - 1
     location = locations[line] if 0 <= line < len(locations) else None
+    return step_error(exc, location)
+
+
+def step_error(exc: BaseException, location: str | None) -> HalError:
+    """The HAL error of an exception a step at ``location`` raised (None: outside any
+    step): a MemoryError is RESOURCE_EXHAUSTED, an exception with ``hal_error(where)``
+    gives its own, anything else is a GeneralFailure naming the step."""
     prefix = location or "execution"
     if isinstance(exc, MemoryError):
         return out_of_memory(prefix, exc)

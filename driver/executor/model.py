@@ -1,9 +1,11 @@
 """CompiledModel: a model compiled for the CPU executor, and compile_model.
 
-``compile_model`` builds the plans (``compiler``) and generates the main
-function without deadline checks; the checked variant is generated the
-first time an execution comes with a deadline. ``run`` calls the generated
-function and hands back fresh arrays of each output operand's dtype.
+``compile_model`` builds the plans (``compiler``). How they run is the
+executor setting (``EXECUTORS``): by default the first execution interprets
+them (``interpreter``) and the second generates the main function
+(``codegen``), so a model run once never pays for generated code; the checked
+variant is generated the first time an execution comes with a deadline.
+``run`` hands back fresh arrays of each output operand's dtype.
 
 ``Cancel`` stops a running execution from another thread (the client went
 away, its session ended): it runs the checked variant, whose per-operation
@@ -13,6 +15,8 @@ deadline test then fails, and ``run`` reports the cancellation.
 from __future__ import annotations
 
 import contextvars
+import logging
+import os
 import threading
 from collections.abc import Callable, Sequence
 
@@ -20,6 +24,7 @@ import numpy as np
 from nnhal.driver.executor import verbose
 from nnhal.driver.executor.codegen import _PASS, Generator, located
 from nnhal.driver.executor.compiler import Checked, compile_plans, output_dtypes
+from nnhal.driver.executor.interpreter import Interpreter, StepFailed
 from nnhal.driver.executor.operands import map_model_pools
 from nnhal.driver.executor.plan import SubgraphPlan
 from nnhal.driver.executor.shapes import apply_proofs, prove_shapes
@@ -27,6 +32,31 @@ from nnhal.driver.limits import out_of_memory
 
 from nnhal.errors import GeneralFailure, HalError, InvalidArgument
 from nnhal.types import LOOP_TIMEOUT_DEFAULT_NS, TIME_POINT_MAX_NS, Model
+
+log = logging.getLogger(__name__)
+
+#: How a compiled model runs its plans:
+#: - ``"tiered"`` (the default): its first execution is interpreted (``interpreter``);
+#:   from the second on, each variant's code is generated when first needed;
+#: - ``"generated"``: the main function's code is generated at compile time (every
+#:   execution runs generated code);
+#: - ``"interpreted"``: never generated (for tests, and to compare).
+#: Set by ``compile_model(executor=...)``, else ``$NNHAL_EXECUTOR``, else the default.
+EXECUTORS = ("tiered", "generated", "interpreted")
+EXECUTOR_ENV = "NNHAL_EXECUTOR"
+
+
+def executor_setting(executor: str | None = None) -> str:
+    """The executor of models compiled now (``EXECUTORS``); ValueError naming the
+    variable for a value that is not one of them."""
+    value = executor if executor is not None else os.environ.get(EXECUTOR_ENV) or EXECUTORS[0]
+    if value not in EXECUTORS:
+        raise ValueError(
+            f"executor must be one of {', '.join(EXECUTORS)} (compile_model(executor=...) "
+            f"or ${EXECUTOR_ENV}), got {value!r}"
+        )
+    return value
+
 
 #: the deadline cell (``[absolute monotonic ns]``, -1 once cancelled) of the execution
 #: running in this thread, for kernels that wait on something outside it (op-package
@@ -78,6 +108,7 @@ def compile_model(
     max_tensor_bytes: int | None = None,
     checked: Checked | None = None,
     recipes: dict | None = None,
+    executor: str | None = None,
 ) -> CompiledModel:
     """Compile an already validated model (``specialize=False``: no ``specialize`` patterns).
 
@@ -90,7 +121,12 @@ def compile_model(
     operand descriptions), reused rather than made again. ``recipes``: where the
     generated functions' texts are kept for an identical model compiled alike (the
     caller's store, keyed by the variant: see ``CompiledModel``); None: none kept.
+    ``executor``: one of ``EXECUTORS`` (None: ``$NNHAL_EXECUTOR``, else ``"tiered"``).
     """
+    try:
+        mode = executor_setting(executor)
+    except ValueError as exc:  # the driver's configuration, not the model
+        raise GeneralFailure(str(exc)) from None
     if pool_views is None:
         pool_views = map_model_pools(model)
     try:
@@ -107,7 +143,12 @@ def compile_model(
     except Exception as exc:  # a malformed model the validator let through
         raise GeneralFailure(f"cannot compile model: {type(exc).__name__}: {exc}") from exc
     compiled = CompiledModel(
-        model, plans, specialize=specialize, max_tensor_bytes=max_tensor_bytes, recipes=recipes
+        model,
+        plans,
+        specialize=specialize,
+        max_tensor_bytes=max_tensor_bytes,
+        recipes=recipes,
+        executor=mode,
     )
     compiled.proofs = proofs
     return compiled
@@ -138,6 +179,7 @@ class CompiledModel:
         specialize: bool = True,
         max_tensor_bytes: int | None = None,
         recipes: dict | None = None,
+        executor: str = "generated",
     ) -> None:
         self.model = model
         self.plans = plans
@@ -150,42 +192,88 @@ class CompiledModel:
         self._lock = threading.Lock()
         #: (checked, specialize) -> {subgraph: recipe} (``Generator.recipes``), or None
         self._recipes = recipes
-        self._unchecked = Generator(
-            plans,
-            checked=False,
-            specialize=specialize,
-            max_tensor_bytes=max_tensor_bytes,
-            recipes=self._variant(False),
-        )
-        self._checked: Generator | None = None
-        try:
-            self._main: Callable = self._unchecked.function(0)
-        except HalError:
-            raise
-        except Exception as exc:  # generated code that does not compile: our bug
-            raise GeneralFailure(f"cannot generate code: {type(exc).__name__}: {exc}") from exc
-        self._main_checked: Callable | None = None
+        #: one of ``EXECUTORS``; "interpreted" from then on if generating code failed
+        self.executor = executor_setting(executor)
+        #: executions started (the tiered executor generates code from the second)
+        self.executions = 0
+        #: checked -> the generator of that variant, once made
+        self._generators: dict[bool, Generator] = {}
+        #: checked -> the generated main function of that variant, once made
+        self._mains: dict[bool, Callable] = {}
+        self._interpreters: dict[bool, Interpreter] = {}
+        if self.executor == "generated":
+            try:
+                self._generated(False)
+            except HalError:
+                raise
+            except Exception as exc:  # generated code that does not compile: our bug
+                raise GeneralFailure(f"cannot generate code: {type(exc).__name__}: {exc}") from exc
 
     def _variant(self, checked: bool) -> dict | None:
         if self._recipes is None:
             return None
         return self._recipes.setdefault((checked, self._specialize), {})
 
-    def _checked_main(self) -> Callable:
-        main = self._main_checked  # built once, then read without the lock on every run
+    def _generator(self, checked: bool) -> Generator:
+        """The generator of one variant (made once; call with the lock held or at init)."""
+        gen = self._generators.get(checked)
+        if gen is None:
+            gen = self._generators[checked] = Generator(
+                self.plans,
+                checked=checked,
+                specialize=self._specialize,
+                max_tensor_bytes=self._max_tensor_bytes,
+                recipes=self._variant(checked),
+            )
+        return gen
+
+    def _generated(self, checked: bool) -> Callable:
+        """The generated main function of one variant, generated on first use."""
+        main = self._mains.get(checked)  # built once, then read without the lock
         if main is not None:
             return main
         with self._lock:
-            if self._main_checked is None:
-                self._checked = Generator(
-                    self.plans,
-                    checked=True,
-                    specialize=self._specialize,
-                    max_tensor_bytes=self._max_tensor_bytes,
-                    recipes=self._variant(True),
-                )
-                self._main_checked = self._checked.function(0)
-            return self._main_checked
+            main = self._mains.get(checked)
+            if main is None:
+                main = self._mains[checked] = self._generator(checked).function(0)
+            return main
+
+    def _interpreter(self, checked: bool) -> Interpreter:
+        found = self._interpreters.get(checked)
+        if found is None:
+            found = self._interpreters.setdefault(
+                checked,
+                Interpreter(self.plans, checked=checked, max_tensor_bytes=self._max_tensor_bytes),
+            )
+        return found
+
+    def _runner(self, checked: bool) -> Callable:
+        """What runs this execution: the generated main function of the variant, or the
+        interpreter's (the first execution of a tiered model, every one of an
+        interpreted model, all after generating code failed)."""
+        main = self._mains.get(checked)
+        if main is not None:
+            return main
+        self.executions += 1  # (a race only interprets one execution more)
+        if self.executor == "interpreted" or (self.executor == "tiered" and self.executions == 1):
+            return self._interpret(checked)
+        try:
+            return self._generated(checked)
+        except Exception as exc:  # our bug: the interpreter runs the model instead
+            log.warning(
+                "cannot generate code for a compiled model (%s: %s); interpreting it from now on",
+                type(exc).__name__,
+                exc,
+                exc_info=True,
+            )
+            self.executor = "interpreted"
+            return self._interpret(checked)
+
+    def _interpret(self, checked: bool) -> Callable:
+        interpreter = self._interpreter(checked)
+        if checked:
+            return lambda *args: interpreter.run(0, args[:-2], args[-2], args[-1])
+        return lambda *args: interpreter.run(0, args[:-1], args[-1])
 
     def _traced_main(self, trace: Callable[[str], object], *, checked: bool) -> Callable:
         plans = verbose.traced_plans(self.plans, trace)
@@ -205,12 +293,12 @@ class CompiledModel:
         before every operation). Subgraphs that are inlined into their caller
         get a function of their own here only for reading, and the generic loop
         behind each counter loop (``fallback_loop``) follows its function.
+        Generates the code if no execution has (the executions of an interpreted
+        model still do not run it).
         """
-        if checked:
-            self._checked_main()
-        gen = self._checked if checked else self._unchecked
-        assert gen is not None
+        self._generated(checked)
         with self._lock:
+            gen = self._generator(checked)
             gen.function(subgraph)  # inlined subgraphs get a function on demand
         texts = [gen.sources[subgraph]]
         for loop in gen.fallbacks.get(subgraph, ()):
@@ -246,21 +334,27 @@ class CompiledModel:
         if cancel is not None:
             if deadline_ns is not None and not cancel.cancelled:
                 cancel.cell[0] = deadline_ns
-            function, extra = self._checked_main(), (loop_timeout_ns, cancel.cell)
+            extra = (loop_timeout_ns, cancel.cell)
         elif deadline_ns is None:
-            function, extra = self._main, (loop_timeout_ns,)
+            extra = (loop_timeout_ns,)
         else:
-            function, extra = self._checked_main(), (loop_timeout_ns, [deadline_ns])
+            extra = (loop_timeout_ns, [deadline_ns])
         if trace is not None:
             function = self._traced_main(trace, checked=len(extra) == 2)
             for line in verbose.input_lines(inputs):
                 trace(line)
+        else:
+            function = self._runner(len(extra) == 2)
         # kernels that wait outside this thread (op-package workers) read the cell too
         deadline_token = _DEADLINE.set(extra[1]) if len(extra) == 2 else None
         # IEEE results (inf, nan) are what NNAPI computes: no numpy warnings
         token = _fp_ignore()
         try:
             outputs = function(*inputs, *extra)
+        except StepFailed as failed:  # the interpreter names the step already
+            if cancel is not None and cancel.cancelled:
+                raise GeneralFailure(f"execution cancelled: {cancel.reason}") from None
+            raise failed.error from failed.__cause__
         except Exception as exc:
             # what a step raised, as the HAL error naming it (the generated code has no
             # try of its own: ``codegen.located``); the HAL errors that travel unchanged

@@ -164,7 +164,7 @@ def test_generated_functions_are_rebuilt_with_the_new_models_own_values(name):
     assert len(device.analyses) == 1
     for checked in (False, True):  # the deadline variant is generated on demand
         assert again.compiled.source(checked=checked) == first.compiled.source(checked=checked)
-    cells = _bound_ids(again.compiled._main)
+    cells = _bound_ids(again.compiled._generated(False))
     own = {id(v) for p in again.compiled.plans.values() for v in p.constants.values()}
     theirs = {id(v) for p in first.compiled.plans.values() for v in p.constants.values()}
     assert cells & own and not cells & theirs
@@ -176,6 +176,7 @@ def test_generated_functions_are_rebuilt_with_the_new_models_own_values(name):
             np.testing.assert_allclose(got, want, rtol=workload.rtol, atol=workload.atol)
 
 
+@pytest.mark.usefixtures("generated_executor")
 def test_a_recipe_naming_an_unknown_value_is_generated_again(validations):
     device = Device()
     device.prepareModel_1_3(_add_model())
@@ -210,6 +211,7 @@ def test_an_entry_is_dropped_when_the_registry_gains_a_definition(validations, m
     assert len(validations) == 2
 
 
+@pytest.mark.usefixtures("generated_executor")
 def test_entries_serve_only_the_client_that_made_them(validations):
     """Over gRPC each client has entries of its own: another client's identical model is
     checked afresh (its preparation time tells nothing of what others prepared)."""

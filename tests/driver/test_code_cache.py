@@ -12,6 +12,8 @@ from nnhal.types import OperationType as O
 
 F32 = T.TENSOR_FLOAT32
 
+pytestmark = pytest.mark.usefixtures("generated_executor")  # compiled at compile time
+
 
 def _scale_model(factor: float, op: O = O.MUL, times: int = 1):
     """y = x OP [factor, factor], ``times`` over: the same text for every factor and op."""

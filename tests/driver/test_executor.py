@@ -34,6 +34,9 @@ from nnhal.types import (
 
 T = OperandType
 O = OperationType
+
+#: every test twice: the model's code generated, and interpreted
+pytestmark = pytest.mark.usefixtures("each_executor")
 F32, I32, BOOL8 = T.TENSOR_FLOAT32, T.TENSOR_INT32, T.TENSOR_BOOL8
 ANY = {t: HalVersion.V1_0 for t in (F32, I32, BOOL8, T.TENSOR_FLOAT16)}
 

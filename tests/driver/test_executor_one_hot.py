@@ -181,6 +181,7 @@ def test_other_shapes_run_the_steps_themselves():
     assert_same_outcome(fast, generic, ins)
 
 
+@pytest.mark.usefixtures("generated_executor")
 def test_function_rebuilt_from_its_recipe_gets_the_table(monkeypatch):
     """A second model compiled alike reuses the generated text; its positions table
     (closure ``h<subgraph>_<operation>``) is made from its own plans."""

@@ -146,6 +146,7 @@ def test_fallback_when_counter_is_not_int32_1():
     assert_same_outcome(compiled, generic, args)
 
 
+@pytest.mark.usefixtures("generated_executor")
 def test_generic_loop_generated_when_first_taken(monkeypatch):
     """Preparing and running with int32 [1] counters never generates the generic loop;
     the first run taking it does, once, and it gives the generic model's outcome."""
@@ -176,6 +177,7 @@ def test_generic_loop_generated_when_first_taken(monkeypatch):
     assert "def while_0_0_generic(" in compiled.source(0)
 
 
+@pytest.mark.usefixtures("generated_executor")
 def test_generic_loop_of_a_function_rebuilt_from_its_recipe(monkeypatch):
     """A model compiled again from the kept text gets its own generic loop (closure
     ``x<subgraph>_<operation>``), made from its own plans."""

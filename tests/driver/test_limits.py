@@ -43,6 +43,9 @@ from nnhal.errors import InvalidArgument, ResourceExhausted
 from nnhal.types import ErrorStatus
 from nnhal.validation import validate_model
 
+#: every test twice: the model's code generated, and interpreted
+pytestmark = pytest.mark.usefixtures("each_executor")
+
 # ---------------------------------------------------------------------------
 # Profiles and --limit
 # ---------------------------------------------------------------------------

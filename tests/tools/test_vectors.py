@@ -474,16 +474,21 @@ def _run_vectors_command(
 
 
 @pytest.mark.slow
-def test_ci_vectors_in_process(vectors_dir, ci_selection, tmp_path, capsys):
+def test_ci_vectors_in_process(vectors_dir, ci_selection, tmp_path, capsys, monkeypatch):
     """`nnhal vectors` with the in-process driver (still through gRPC): every shared
-    model whose operations are all implemented must pass, none may be skipped."""
+    model whose operations are all implemented must pass, none may be skipped.
+
+    With the default executor, as users run it: each model's one execution is
+    interpreted (``driver/executor/interpreter.py``)."""
+    monkeypatch.setenv("NNHAL_EXECUTOR", "tiered")
     results = _run_vectors_command(capsys, vectors_dir, tmp_path, ci_selection)
     assert len(results) == ci_selection[1]
 
 
 @pytest.mark.slow
 def test_ci_vectors_against_nnhal_serve(vectors_dir, ci_selection, tmp_path, capsys):
-    """The same selection again, against a separately started `nnhal serve` (--target)."""
+    """The same selection again, against a separately started `nnhal serve` (--target),
+    every model's code generated at preparation (the executor the other run leaves out)."""
     # The server's log goes to a file: a pipe nobody reads would fill up and
     # block the server's threads in the middle of the run.
     log_path = tmp_path / "serve.log"
@@ -498,6 +503,7 @@ def test_ci_vectors_against_nnhal_serve(vectors_dir, ci_selection, tmp_path, cap
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,
+            env={**os.environ, "NNHAL_EXECUTOR": "generated"},
         )
     try:
         line = proc.stdout.readline().strip()
