@@ -11,6 +11,11 @@ cost of a graph's first preparation in a process; it also empties the device's
 kept check results (``Device.analyses``, ``nnhal.driver.analysis_cache``), so
 every preparation checks the model afresh.
 
+``--first-run`` times each side's preparation followed by one execution (the
+session creation followed by one run): what a model run once costs. The first
+execution of a model is interpreted (``driver/executor/interpreter.py``), its
+code generated at the second.
+
 ``--isolated`` measures each workload in a process of its own (this script run
 again with that one workload). Both sides' figures depend on what the process
 allocated before: in one run of the whole list, onnxruntime's session for the
@@ -19,6 +24,7 @@ served it memory already touched) and 69-80 ms in the others, fresh pages
 being the larger part of its cost and of ours (67 MB of transformed filters).
 
 Usage: python bench/prepare_vs_ort.py [WORKLOAD ...] [--runs N] [--cold] [--isolated]
+    [--first-run]
 (needs the bench extra: pip install -e '.[bench]')
 """
 
@@ -44,7 +50,8 @@ LOOPS = ["fibonacci", "nested", "parity", "rnn", "lstm-decode", "greedy"]
 
 
 def _cases(name: str):
-    """(NNAPI model, a function creating the onnxruntime session) of one workload."""
+    """(NNAPI model, a function creating the onnxruntime session, the NNAPI inputs of
+    one execution, a function running a session once on the same inputs)."""
     if name in bench_models.CASES:
         import onnxruntime as ort
 
@@ -52,12 +59,21 @@ def _cases(name: str):
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
-        return case.model, lambda: ort.InferenceSession(
-            case.onnx, options, providers=["CPUExecutionProvider"]
+        return (
+            case.model,
+            lambda: ort.InferenceSession(case.onnx, options, providers=["CPUExecutionProvider"]),
+            case.inputs,
+            lambda session: session.run(None, case.feed),
         )
     workload = suite([name])[0]
     peer = bench_onnx.BUILDERS[workload.name](workload.extra)
-    return workload.model, lambda: bench_onnx.session(peer)
+    inputs = workload.inputs(workload.trips[0])
+    return (
+        workload.model,
+        lambda: bench_onnx.session(peer),
+        inputs,
+        lambda session: bench_onnx.runner(peer, session, inputs)(),
+    )
 
 
 def _timed(fn) -> tuple[float, float]:
@@ -77,6 +93,11 @@ def main() -> None:
     parser.add_argument(
         "--isolated", action="store_true", help="each workload in a process of its own"
     )
+    parser.add_argument(
+        "--first-run",
+        action="store_true",
+        help="time preparation and the first execution (session creation and its first run)",
+    )
     args = parser.parse_args()
     if args.isolated:
         _isolated(args)
@@ -85,8 +106,13 @@ def main() -> None:
     device = Device()
     print(f"ms, median (lowest) of {args.runs}; load average {os.getloadavg()[0]:.1f}")
     for name in args.workloads:
-        model, session = _cases(name)
+        model, session, inputs, run_session = _cases(name)
         ways = {"prepare": lambda m=model: device.prepareModel_1_3(m), "session": session}
+        if args.first_run:
+            ways = {
+                "prepare": lambda m=model, xs=inputs: device.prepareModel_1_3(m).compiled.run(xs),
+                "session": lambda make=session, run=run_session: run(make()),
+            }
         for fn in ways.values():  # imports and first-use costs out of the way
             fn()
         samples: dict[str, list[float]] = {"prepare": [], "session": []}
@@ -117,6 +143,8 @@ def _isolated(args) -> None:
         command = [sys.executable, __file__, name, "--runs", str(args.runs)]
         if args.cold:
             command.append("--cold")
+        if args.first_run:
+            command.append("--first-run")
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]

@@ -24,7 +24,8 @@ arrays):
   validation, output writing);
 - ``grpc``: ``nnhal.client`` against an in-process server (the full path).
 
-One warm-up run each, then ``repeat`` interleaved rounds (every way once per
+Two warm-up runs each (a model's first execution is interpreted, its second
+generates the code the rounds run), then ``repeat`` interleaved rounds (every way once per
 round, so drift hits all alike); the figure is the median run time divided by
 ``n`` (per-call overhead included, which dominates at small ``n``).
 """
@@ -210,6 +211,7 @@ def run_control_flow_bench(
             ref = numpy_loop(n)
             problems = []
             for k, fn in ways.items():  # warm-up, and the outputs must agree
+                fn()  # a model's first execution is interpreted, the second generates code
                 _, got = _time(fn)
                 why = _agree(ref, got)
                 if why:

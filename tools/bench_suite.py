@@ -3,8 +3,9 @@
 For each workload (``nnhal.tools.bench_workloads``) and each trip-count parameter,
 every way -- the execution modes of ``nnhal.tools.bench_modes``, the numpy
 equivalent, and onnxruntime when installed (``nnhal.tools.bench_onnx``) -- runs
-once as warm-up, with its outputs checked against the numpy equivalent, then
-in interleaved rounds (``nnhal.tools.bench_measure``). Per way: latency statistics
+``warmup`` times first (default 2: a model's first execution is interpreted, its
+second generates the code the rounds run), its outputs checked against the numpy
+equivalent, then in interleaved rounds (``nnhal.tools.bench_measure``). Per way: latency statistics
 per parameter, and the per-iteration cost and fixed cost per call from the
 two-point fit over the iterations actually run. Per workload: prepare times
 (in-process, over gRPC, from the compilation cache when the device asks for
@@ -100,7 +101,7 @@ def run_suite(
     trips: list[int] | None = None,
     rounds: int = 5,
     min_time: float | None = None,
-    warmup: int = 1,
+    warmup: int = 2,
     loop_timeout_ms: float | None = None,
     deadline_ms: float | None = None,
     peers: bool = True,

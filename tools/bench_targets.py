@@ -200,7 +200,7 @@ def run_targets(
             "inline": lambda: big.execute_request(inline_req),
             "shared": lambda: big.execute_request(shm_req),
         }
-        samples, _ = run_rounds(cases, rounds=max(3, rounds // 2), warmup=1)
+        samples, _ = run_rounds(cases, rounds=max(3, rounds // 2), warmup=2)
         med = {k: _p50(v) for k, v in samples.items()}
         out["inline_vs_shared_64mib"] = {
             "bytes": len(raw),

@@ -59,7 +59,13 @@ def add_bench_parser(sub, legacy: Callable[[argparse.Namespace], int]) -> None:
     )
     p.add_argument("--rounds", type=int, default=5, help="timed interleaved rounds (default 5)")
     p.add_argument("--min-time", type=float, metavar="S", help="run rounds for at least S seconds")
-    p.add_argument("--warmup", type=int, default=1, help="warm-up runs per case (default 1)")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=2,
+        help="warm-up runs per case (default 2: a model's first execution is interpreted, "
+        "the second generates its code)",
+    )
     p.add_argument("--loop-timeout-ms", type=float, help="loopTimeoutDuration of each execution")
     p.add_argument("--deadline-ms", type=float, help="deadline of each execution, from its start")
     p.add_argument("--compare", action="store_true", help="print ratios to onnxruntime and numpy")

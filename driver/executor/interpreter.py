@@ -109,6 +109,15 @@ class _Op:
     no_condition: bool = False
     #: WHILE: the values its body carries to the next iteration
     carried: int = 0
+    #: the kernel of an operation with one result and nothing else to do around it
+    #: (no late binding, guard, run-time shape rule or result test), else None
+    simple: Callable | None = None
+    #: that result's operand, the kernel's argument count and its first three operands
+    result: int = -1
+    arity: int = 0
+    first: int = -1
+    second: int = -1
+    third: int = -1
 
 
 @dataclass
@@ -124,10 +133,11 @@ class _Program:
 class Interpreter:
     """Runs the plans of one model in one variant (with or without deadline tests).
 
-    ``run(number, args, lt[, dl])`` has the signature and results of a generated
-    subgraph function: the subgraph's inputs, the loop timeout in ns and, when
-    checked, the deadline cell (``model.Cancel``). Thread-safe: each call has its
-    own environment; what is built on first use is only ever replaced by an equal.
+    ``run(number, args, lt[, dl])`` takes what a generated subgraph function takes
+    (the subgraph's inputs, the loop timeout in ns and, when checked, the deadline
+    cell of ``model.Cancel``) and gives the subgraph's outputs as a list. Thread-safe:
+    each call has its own environment; what is built on first use is only ever
+    replaced by an equal.
     """
 
     def __init__(
@@ -138,7 +148,7 @@ class Interpreter:
         self.limit = max_tensor_bytes
         self._programs: dict[int, _Program] = {}
 
-    def run(self, number: int, args: Sequence, lt: int, dl: list[int] | None = None) -> tuple:
+    def run(self, number: int, args: Sequence, lt: int, dl: list[int] | None = None) -> list:
         # One Python frame per nesting level, as the generated code has (IF and WHILE
         # call this again for their subgraphs): ``limits.EXECUTOR_MAX_NESTING`` holds.
         program = self._programs.get(number)
@@ -149,14 +159,25 @@ class Interpreter:
             env[index] = value
         checked = self.checked
         for op in program.ops:
-            step = op.step
             if checked and _mono() > dl[0]:
                 raise _missed(op.location)
+            kernel = op.simple
+            step = op.step
             try:
-                kind = step.kind
-                if kind is StepKind.OPERATION:
+                if kernel is not None:  # one kernel, one result, nothing to test
+                    # (by arity: a list comprehension is a frame of its own in 3.11)
+                    arity = op.arity
+                    if arity == 2:
+                        env[op.result] = kernel(env[op.first], env[op.second])
+                    elif arity == 1:
+                        env[op.result] = kernel(env[op.first])
+                    elif arity == 3:
+                        env[op.result] = kernel(env[op.first], env[op.second], env[op.third])
+                    else:
+                        env[op.result] = kernel(*[env[i] for i in step.kernel_inputs])
+                elif step.kind is StepKind.OPERATION:
                     self._operation(op, step, env)
-                elif kind is StepKind.IF:
+                elif step.kind is StepKind.IF:
                     if op.missing is not None:
                         raise _no_input(op.location, *op.missing)
                     branch = op.constant_branch
@@ -175,14 +196,15 @@ class Interpreter:
                     state = [env[i] for i in step.inputs[2:]]
                     initial = list(state)
                     carried = op.carried
+                    run = self.run
                     limit = _mono() + lt
                     while True:
-                        (verdict,) = self.run(cond_ref, state, lt, dl)
+                        (verdict,) = run(cond_ref, state, lt, dl)
                         if not verdict[0]:
                             break
                         if _mono() > limit:
                             raise _loop_timeout(op.location, lt)
-                        state[:carried] = self.run(body_ref, state, lt, dl)
+                        state[:carried] = run(body_ref, state, lt, dl)
                     for index, final, first in zip(step.outputs, state, initial):
                         env[index] = final if final is not first else _copy(final)
                 for position, index, dims, known in op.shape_tests:
@@ -193,9 +215,13 @@ class Interpreter:
                 raise
             except Exception as exc:
                 raise StepFailed(step_error(exc, op.location)) from exc
-            for index in op.dead:
-                env[index] = None
-        return tuple([env[index] for index in program.outputs])
+            if op.dead:
+                for index in op.dead:
+                    env[index] = None
+        outputs = program.outputs
+        if len(outputs) == 1:
+            return [env[outputs[0]]]
+        return [env[index] for index in outputs]
 
     def _operation(self, op: _Op, step: Step, env: list) -> None:
         """One registry operation (its errors are named by ``run``)."""
@@ -271,6 +297,17 @@ class Interpreter:
             if sized and step.context is not None and step.context.op.prepare is not None:
                 op.guard = TensorGuard(step, operands, self.limit)
             op.shape_check = input_shape_check(plan, step)
+            if (
+                len(step.outputs) == 1
+                and step.late is None
+                and not sized
+                and op.shape_check is None
+                and not tests
+            ):
+                op.simple, op.result = step.kernel, step.outputs[0]
+                arguments = step.kernel_inputs
+                op.arity = len(arguments)
+                op.first, op.second, op.third = (*arguments[:3], -1, -1, -1)[:3]
             return op
         first = 3 if step.kind is StepKind.IF else 2
         if step.kind is StepKind.WHILE:
