@@ -56,14 +56,23 @@ def owner() -> str | None:
     return _OWNER.get()
 
 
-def compile_source(text: str, filename: str) -> CodeType:
+#: ``compile_source``'s owner when none is given: the one of the current context
+CURRENT = object()
+
+
+def compile_source(text: str, filename: str, owner: object = CURRENT) -> CodeType:
     """``compile(text, filename, "exec")``, or the code compiled from the same text before.
+
+    ``owner``: the client the code is kept for (``set_owner``); by default the
+    current context's. Code generated during an execution (a prepared model's
+    later variants and generic loops) passes the owner of the preparation: an
+    execution's context names no client.
 
     A cached code object keeps the filename of its first compilation (tracebacks
     of generated code are mapped to steps by line number, not by file name).
     """
     global _chars
-    key = (_OWNER.get(), text)
+    key = (_OWNER.get() if owner is CURRENT else owner, text)
     with _lock:
         code = _codes.get(key)
         if code is not None:

@@ -51,6 +51,7 @@ from dataclasses import replace
 
 import numpy as np
 from nnhal.driver.executor import (
+    code_cache,
     control_flow,
     counter_index,
     in_place,
@@ -169,20 +170,26 @@ CHUNK_STEPS = 1000
 INLINE_BRANCH_STEPS = 4
 
 
-def _build(fname: str, params: list[str], source: Source, what: str) -> tuple[Callable, str]:
-    """Compile ``source`` as function ``fname(params)`` with its bound names; (function, text)."""
+def _build(
+    fname: str, params: list[str], source: Source, what: str, owner: object
+) -> tuple[Callable, str]:
+    """Compile ``source`` as function ``fname(params)`` with its bound names; (function, text).
+    ``owner``: whose code cache entry it is (``code_cache.compile_source``)."""
     text = "\n".join(
         [f"def {fname}({', '.join(params)}):"] + ["    " + line for line in source.lines]
     )
-    return _instantiate(text, list(source.closure), list(source.closure.values()), what), text
+    function = _instantiate(text, list(source.closure), list(source.closure.values()), what, owner)
+    return function, text
 
 
-def _instantiate(text: str, names: list[str], values: list[object], what: str) -> Callable:
+def _instantiate(
+    text: str, names: list[str], values: list[object], what: str, owner: object
+) -> Callable:
     """The function of ``text`` with the closure ``names`` bound to ``values``."""
     filename = f"{_FILENAME}{next(_counter)}: {what}>"
     namespace = dict(_GLOBALS)
     namespace.update(zip(names, values))
-    exec(compile_source(text, filename), namespace)  # noqa: S102 (our own source)
+    exec(compile_source(text, filename, owner), namespace)  # noqa: S102 (our own source)
     # taken out of its own namespace: a function in the dict it reads would be a cycle,
     # keeping a released model's kernels and weights until the cyclic collector ran
     return namespace.pop(text[4 : text.index("(")])  # "def <name>(...):"
@@ -258,9 +265,14 @@ class Generator:
         specialize: bool = True,
         max_tensor_bytes: int | None = None,
         recipes: dict[int, tuple[str, tuple[str, ...], list]] | None = None,
+        owner: object = code_cache.CURRENT,
     ) -> None:
         self.plans = plans
         self.checked = checked
+        #: the client the compiled code is kept for (``code_cache.set_owner``): by default
+        #: the one preparing now; a generator made during an execution is given the
+        #: preparation's (an execution's context names no client)
+        self.owner = code_cache.owner() if owner is code_cache.CURRENT else owner
         #: subgraph -> (text, closure names, line locations) of its function, generated
         #: for plans of an identical model in this variant (``CompiledModel``); the
         #: function is rebuilt from them with this model's values, and new ones added
@@ -376,7 +388,7 @@ class Generator:
         source.bind("_locations", source.locations)  # read by ``located``
 
         fname = f"subgraph_{number}{'_checked' if self.checked else ''}"
-        function, text = _build(fname, params, source, f"subgraph {number}")
+        function, text = _build(fname, params, source, f"subgraph {number}", self.owner)
         self.sources[number] = "\n\n".join([*self._chunk_sources.pop(number, []), text])
         if self.recipes is not None and not chunked:
             self.recipes[number] = (text, tuple(source.closure), source.locations)
@@ -390,7 +402,7 @@ class Generator:
         operation 5 of subgraph 2, ``c0_8`` the constant operand 8 of main, and so on.
         """
         values = [self._closure_value(name, locations) for name in names]
-        function = _instantiate(text, list(names), values, f"subgraph {number}")
+        function = _instantiate(text, list(names), values, f"subgraph {number}", self.owner)
         self.sources[number] = text
         return function
 
@@ -487,7 +499,9 @@ class Generator:
             chunk.line(0, f"return ({''.join(o + ', ' for o in live_out[k])})")
             chunk.bind("_locations", chunk.locations)
             fname = f"subgraph_{number}_part{k}{'_checked' if self.checked else ''}"
-            function, text = _build(fname, ins + tail, chunk, f"subgraph {number} part {k}")
+            function, text = _build(
+                fname, ins + tail, chunk, f"subgraph {number} part {k}", self.owner
+            )
             texts.append(text)
             call = f"{source.bind(f'_part{k}', function)}({', '.join(ins + tail)})"
             targets = "".join(o + ", " for o in live_out[k])

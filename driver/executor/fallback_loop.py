@@ -78,4 +78,4 @@ def _generate(gen: Generator, plan: SubgraphPlan, step: Step) -> tuple[Callable,
     variant = "_checked" if gen.checked else ""
     fname = f"while_{plan.index}_{step.index}_generic{variant}"
     what = f"subgraph {plan.index} operation {step.index} generic loop"
-    return _build(fname, state + tail, source, what)
+    return _build(fname, state + tail, source, what, gen.owner)

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from nnhal.driver.executor import verbose
+from nnhal.driver.executor import code_cache, verbose
 from nnhal.driver.executor.codegen import _PASS, Generator, located
 from nnhal.driver.executor.compiler import Checked, compile_plans, output_dtypes
 from nnhal.driver.executor.interpreter import Interpreter, StepFailed
@@ -196,6 +196,9 @@ class CompiledModel:
         self.executor = executor_setting(executor)
         #: executions started (the tiered executor generates code from the second)
         self.executions = 0
+        #: the client preparing (``code_cache.set_owner``): the code generated for this
+        #: model later, during its executions, is kept for that client alone
+        self._owner = code_cache.owner()
         #: checked -> the generator of that variant, once made
         self._generators: dict[bool, Generator] = {}
         #: checked -> the generated main function of that variant, once made
@@ -224,6 +227,7 @@ class CompiledModel:
                 specialize=self._specialize,
                 max_tensor_bytes=self._max_tensor_bytes,
                 recipes=self._variant(checked),
+                owner=self._owner,
             )
         return gen
 
@@ -278,7 +282,11 @@ class CompiledModel:
     def _traced_main(self, trace: Callable[[str], object], *, checked: bool) -> Callable:
         plans = verbose.traced_plans(self.plans, trace)
         generator = Generator(
-            plans, checked=checked, specialize=False, max_tensor_bytes=self._max_tensor_bytes
+            plans,
+            checked=checked,
+            specialize=False,
+            max_tensor_bytes=self._max_tensor_bytes,
+            owner=self._owner,
         )
         return generator.function(0)
 

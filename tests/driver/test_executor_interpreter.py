@@ -254,3 +254,30 @@ def test_concurrent_first_executions_of_a_tiered_model():
         t.join(timeout=300)
     assert not failures, failures[0]
     assert compiled.executions >= 2
+
+
+def test_code_generated_during_executions_is_kept_for_the_preparing_client():
+    """An execution's context names no client: the main function generated at the
+    second execution, the deadline variant and a counter loop's generic loop (both
+    generated when first needed) are all kept for the client that prepared the model,
+    never shared with another (``code_cache``)."""
+    from nnhal.driver.executor.code_cache import reset_owner, set_owner
+
+    workload = _workload("fibonacci")
+    inputs = workload.inputs(workload.trips[0])
+    code_cache.clear()
+    try:
+        token = set_owner("session:a")
+        try:
+            compiled = compile_model(workload.model, executor="tiered")
+        finally:
+            reset_owner(token)
+        for deadline in (None, None, 2**62):
+            compiled.run(inputs, deadline_ns=deadline)
+        generic = [inputs[0], np.asarray(inputs[1], np.int64)]  # not an int32 counter
+        compiled.run(generic)
+        texts = [text for _, text in code_cache._codes]
+        assert any("_dl[0]" in t for t in texts) and any("_generic" in t for t in texts)
+        assert {owner for owner, _ in code_cache._codes} == {"session:a"}
+    finally:
+        code_cache.clear()
