@@ -49,9 +49,9 @@ def compiles(monkeypatch):
     texts: list[str] = []
     real = code_cache.compile_source
 
-    def counting(text, filename):
+    def counting(text, filename, owner=code_cache.CURRENT):
         texts.append(text)
-        return real(text, filename)
+        return real(text, filename, owner)
 
     code_cache.clear()
     monkeypatch.setattr(codegen, "compile_source", counting)
