@@ -194,7 +194,8 @@ class CompiledModel:
         self._recipes = recipes
         #: one of ``EXECUTORS``; "interpreted" from then on if generating code failed
         self.executor = executor_setting(executor)
-        #: executions started (the tiered executor generates code from the second)
+        #: executions that started without generated code for their variant (the tiered
+        #: executor interprets the first and generates the code at the second)
         self.executions = 0
         #: the client preparing (``code_cache.set_owner``): the code generated for this
         #: model later, during its executions, is kept for that client alone
