@@ -130,6 +130,7 @@ def _add_model():
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.usefixtures("each_executor")  # generated and interpreted
 def test_cancel_stops_an_endless_loop_from_another_thread():
     model, inputs = infinite_loop()
     compiled = compile_model(model)
@@ -152,6 +153,7 @@ def test_cancel_stops_an_endless_loop_from_another_thread():
     assert outcome[0].message == "execution cancelled: the test cancelled it"
 
 
+@pytest.mark.usefixtures("each_executor")  # generated and interpreted
 def test_cancel_keeps_the_deadline_and_does_not_touch_a_finished_run():
     model, inputs = infinite_loop()
     compiled = compile_model(model)
