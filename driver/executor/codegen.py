@@ -65,7 +65,12 @@ from nnhal.driver.executor.fallback_loop import FallbackLoop
 from nnhal.driver.executor.plan import Step, StepKind, SubgraphPlan, post_order
 from nnhal.driver.executor.release import OPERAND as _OPERAND
 from nnhal.driver.executor.release import release_dead
-from nnhal.driver.executor.tensor_guard import TensorGuard, is_tensor, too_big_result
+from nnhal.driver.executor.tensor_guard import (
+    TensorGuard,
+    needs_guard,
+    too_big_result,
+    unproven_tensors,
+)
 from nnhal.driver.limits import out_of_memory
 
 from nnhal.errors import (
@@ -580,8 +585,8 @@ class Generator:
             call = f"{kernel}({args})"
         outputs = [namer(i) for i in step.outputs]
         target = outputs[0] if len(outputs) == 1 else ", ".join(outputs)
-        unproven = self._unproven_tensors(plan, step)
-        if unproven and step.context is not None and step.context.op.prepare is not None:
+        unproven = unproven_tensors(step, plan.subgraph.operands, self.max_tensor_bytes)
+        if needs_guard(step, unproven):
             name = source.bind(f"g{plan.index}_{step.index}", self.bind("g", plan, step))
             source.line(depth, f"{name}({', '.join(namer(i) for i in step.inputs)})")
         check = self.bind("shape_check", plan, step)
@@ -613,17 +618,6 @@ class Generator:
         if not self.specialize or len(plan.steps) > CHUNK_STEPS:
             return None
         return shared_input.joints(plan, specialize.fast_fully_connected).get(step.index)
-
-    def _unproven_tensors(self, plan: SubgraphPlan, step: Step) -> list[int]:
-        """Output positions the size limit checks at run time (none without a limit)."""
-        if self.max_tensor_bytes is None:
-            return []
-        operands = plan.subgraph.operands
-        return [
-            p
-            for p, i in enumerate(step.outputs)
-            if p not in step.proven and is_tensor(operands[i].type)
-        ]
 
     def emit_shape_checks(
         self, source: Source, plan: SubgraphPlan, step: Step, names: list[str], depth: int
@@ -695,13 +689,23 @@ def _known(operand: Operand) -> bool:
     return (info is not None and info.is_scalar) or (bool(dims) and all(dims))
 
 
-def shape_test(operand: Operand, name: str) -> str | None:
-    """A Python test that is true when ``name``'s shape conflicts with the declared dims."""
+def declared_dims(operand: Operand) -> tuple[tuple[int, ...], bool] | None:
+    """(declared dimensions, all of them known) of a result its declared shape can
+    conflict with; None for scalars, extension types and unknown ranks (nothing to test)."""
     info = OPERAND_TYPE_INFO.get(operand.type)
     dims = tuple(operand.dimensions)
     if info is None or info.is_scalar or not dims:
-        return None  # scalars, extension types and unknown ranks: nothing to check
-    if all(dims):
+        return None
+    return dims, all(dims)
+
+
+def shape_test(operand: Operand, name: str) -> str | None:
+    """A Python test that is true when ``name``'s shape conflicts with the declared dims."""
+    declared = declared_dims(operand)
+    if declared is None:
+        return None
+    dims, known = declared
+    if known:
         return f"{name}.shape != {dims!r}"
     parts = [f"len({name}.shape) != {len(dims)}"]
     parts += [f"{name}.shape[{axis}] != {d}" for axis, d in enumerate(dims) if d]

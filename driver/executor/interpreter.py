@@ -42,15 +42,21 @@ from nnhal.driver.executor.codegen import (
     _PASS,
     _missed,
     _shape_fail,
+    declared_dims,
     input_shape_check,
     step_error,
 )
 from nnhal.driver.executor.control_flow import _copy, _loop_timeout, _no_condition, _no_input
 from nnhal.driver.executor.plan import Step, StepKind, SubgraphPlan
-from nnhal.driver.executor.tensor_guard import TensorGuard, is_tensor, too_big_result
+from nnhal.driver.executor.tensor_guard import (
+    TensorGuard,
+    needs_guard,
+    too_big_result,
+    unproven_tensors,
+)
 
 from nnhal.errors import HalError
-from nnhal.types import OPERAND_TYPE_INFO, Operand, OperandLifeTime
+from nnhal.types import OperandLifeTime
 
 _mono = time.monotonic_ns
 
@@ -65,16 +71,6 @@ class StepFailed(Exception):
 
 #: errors that travel up through IF and WHILE steps unchanged
 _THROUGH = (*_PASS, StepFailed)
-
-
-def _dims_test(operand: Operand) -> tuple[tuple[int, ...], bool] | None:
-    """(declared dimensions, all known) when a result can conflict with them (the
-    generated code's ``codegen.shape_test``), else None."""
-    info = OPERAND_TYPE_INFO.get(operand.type)
-    dims = tuple(operand.dimensions)
-    if info is None or info.is_scalar or not dims:
-        return None
-    return dims, all(dims)
 
 
 def _conflicts(value, dims: tuple[int, ...], known: bool) -> bool:
@@ -281,20 +277,14 @@ class Interpreter:
         for position, index in enumerate(step.outputs):
             if position in step.proven:
                 continue
-            found = _dims_test(operands[index])
+            found = declared_dims(operands[index])
             if found is not None:
                 tests.append((position, index, *found))
         op = _Op(step, step.location, dead, tuple(tests))
         if step.kind is StepKind.OPERATION:
-            sized = ()
-            if self.limit is not None:
-                sized = tuple(
-                    p
-                    for p, i in enumerate(step.outputs)
-                    if p not in step.proven and is_tensor(operands[i].type)
-                )
+            sized = tuple(unproven_tensors(step, operands, self.limit))
             op.sized = sized
-            if sized and step.context is not None and step.context.op.prepare is not None:
+            if needs_guard(step, sized):
                 op.guard = TensorGuard(step, operands, self.limit)
             op.shape_check = input_shape_check(plan, step)
             if (

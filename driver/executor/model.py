@@ -360,14 +360,15 @@ class CompiledModel:
         token = _fp_ignore()
         try:
             outputs = function(*inputs, *extra)
-        except StepFailed as failed:  # the interpreter names the step already
-            if cancel is not None and cancel.cancelled:
-                raise GeneralFailure(f"execution cancelled: {cancel.reason}") from None
-            raise failed.error from failed.__cause__
         except Exception as exc:
-            # what a step raised, as the HAL error naming it (the generated code has no
-            # try of its own: ``codegen.located``); the HAL errors that travel unchanged
-            error = exc if isinstance(exc, _PASS) else located(exc)
+            # what a step raised, as the HAL error naming it: the interpreter named it
+            # already (``StepFailed``); the generated code has no try of its own
+            # (``codegen.located``); the HAL errors that travel unchanged
+            cause: BaseException | None = exc
+            if isinstance(exc, StepFailed):
+                error, cause = exc.error, exc.__cause__
+            else:
+                error = exc if isinstance(exc, _PASS) else located(exc)
             if error is None:  # outside any step (argument binding, recursion...)
                 error = _outside_steps(exc)
                 if error is not exc:
@@ -376,7 +377,7 @@ class CompiledModel:
                 raise GeneralFailure(f"execution cancelled: {cancel.reason}") from None
             if error is exc:
                 raise
-            raise error from exc
+            raise error from cause
         finally:
             _fp_restore(token)
             if deadline_token is not None:

@@ -43,6 +43,24 @@ def is_tensor(type_code: int) -> bool:
     return info is not None and not info.is_scalar and info.dtype is not None
 
 
+def unproven_tensors(step: Step, operands: Sequence[Any], limit: int | None) -> list[int]:
+    """Output positions whose size the limit checks at run time (none without a limit):
+    the tensor results ``shapes.prove_shapes`` did not prove."""
+    if limit is None:
+        return []
+    return [
+        p
+        for p, i in enumerate(step.outputs)
+        if p not in step.proven and is_tensor(operands[i].type)
+    ]
+
+
+def needs_guard(step: Step, unproven: Sequence[int]) -> bool:
+    """Whether a ``TensorGuard`` runs before ``step``: it has unproven tensor results
+    (``unproven_tensors``) and a shape rule to ask."""
+    return bool(unproven) and step.context is not None and step.context.op.prepare is not None
+
+
 def _exhausted(location: str, position: int, operand: int, type_code: int, dims, limit: int):
     size = tensor_bytes(type_code, dims)
     what = f"{location}: output {position} (operand {operand})"
@@ -196,4 +214,11 @@ class TensorGuard:
         return self.prepare(OpContext(ctx.op, inputs, ctx.outputs, ctx.relaxed, ctx.where))
 
 
-__all__ = ["TensorGuard", "check_proven", "is_tensor", "too_big_result"]
+__all__ = [
+    "TensorGuard",
+    "check_proven",
+    "is_tensor",
+    "needs_guard",
+    "too_big_result",
+    "unproven_tensors",
+]
