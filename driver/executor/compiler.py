@@ -38,6 +38,12 @@ from nnhal.types import (
 )
 
 _BOOL_TYPES = frozenset({OperandType.BOOL, OperandType.TENSOR_BOOL8})
+#: operand types handed to kernels through the context, not as arguments
+_SCALAR_TYPES = frozenset(code for code, info in OPERAND_TYPE_INFO.items() if info.is_scalar)
+#: lifetimes of a scalar whose value is known at preparation (NO_VALUE: its default)
+_BOUND_LIFETIMES = frozenset(
+    {OperandLifeTime.CONSTANT_COPY, OperandLifeTime.CONSTANT_REFERENCE, OperandLifeTime.NO_VALUE}
+)
 
 
 @dataclass(frozen=True)
@@ -128,6 +134,9 @@ def compile_subgraph(
     checked = checked if checked is not None else Checked()
     # one description per operand, shared by the operations reading it
     infos: dict[int, OperandInfo] = {}
+    #: constants whose description is the compiler's own (not the analysis'): a context
+    #: the checks ran on does not describe an operation reading one of them
+    own: set[int] = set()
     for index, operand in enumerate(subgraph.operands):
         if is_constant(operand):
             if checked.model_views:
@@ -138,6 +147,7 @@ def compile_subgraph(
                     plan.constants[index] = seen.value
                     infos[index] = seen
                     continue
+            own.add(index)
             try:
                 plan.constants[index] = decode_constant(model, operand, views)
             except InvalidArgument as exc:
@@ -154,6 +164,7 @@ def compile_subgraph(
             infos[index] = found
         return found
 
+    relaxed = model.relaxComputationFloat32toFloat16
     for op_index, operation in enumerate(subgraph.operations):
         where = f"subgraph {number}, operation {op_index}"
         if operation.type == OperationType.IF:
@@ -163,24 +174,25 @@ def compile_subgraph(
         else:
             passed = checked.definitions.get((number, op_index))
             seen = checked.contexts.get((number, op_index)) if checked.model_views else None
-            plan.steps.append(_operation_step(model, plan, op_index, info, where, passed, seen))
+            if seen is not None and (seen.relaxed != relaxed or not own.isdisjoint(operation.inputs)):
+                seen = None
+            plan.steps.append(_operation_step(plan, op_index, info, where, relaxed, passed, seen))
     return plan
 
 
-def _same(kept: list[OperandInfo], mine: list[OperandInfo]) -> bool:
-    """The same description objects, in the same order."""
-    return len(kept) == len(mine) and all(a is b for a, b in zip(kept, mine))
-
-
 def _operation_step(
-    model: Model,
     plan: SubgraphPlan,
     op_index: int,
     info: Callable[[int], OperandInfo],
     where: str,
+    relaxed: bool,
     validated_with: object = None,
     checked_context: OpContext | None = None,
 ) -> Step:
+    """The step of an ordinary operation. ``checked_context``: the context the device's
+    checks ran on, describing this very operation with the descriptions ``info`` gives
+    (the caller leaves it out otherwise); it serves as is when the definition is the
+    same, so what the checks worked out (``OpContext.remember``) serves the binding."""
     subgraph = plan.subgraph
     operation = subgraph.operations[op_index]
     name = operation_name(operation.type)
@@ -192,37 +204,25 @@ def _operation_step(
     if definition is None:
         raise InvalidArgument(f"{name} ({where}): operation is not supported")
 
-    inputs = [info(i) for i in operation.inputs]
-    outputs = [info(i) for i in operation.outputs]
-    relaxed = model.relaxComputationFloat32toFloat16
     ctx = checked_context
-    if not (
-        ctx is not None
-        and ctx.op is definition
-        and ctx.where == where
-        and ctx.relaxed == relaxed
-        and _same(ctx.inputs, inputs)
-        and _same(ctx.outputs, outputs)
-    ):
+    if ctx is None or ctx.op is not definition or ctx.where != where:
+        inputs = [info(i) for i in operation.inputs]
+        outputs = [info(i) for i in operation.outputs]
         ctx = OpContext(
             op=definition, inputs=inputs, outputs=outputs, relaxed=relaxed, where=where
         )
-    # Scalars reach the kernel through the context; tensors as arguments.
-    scalar_positions = [
-        p for p, i in enumerate(operation.inputs) if _is_scalar_type(subgraph.operands[i].type)
-    ]
-    scalar_set = set(scalar_positions)
-    kernel_inputs = tuple(i for p, i in enumerate(operation.inputs) if p not in scalar_set)
-    late_positions = tuple(
-        p
-        for p in scalar_positions
-        if subgraph.operands[operation.inputs[p]].lifetime
-        not in (
-            OperandLifeTime.CONSTANT_COPY,
-            OperandLifeTime.CONSTANT_REFERENCE,
-            OperandLifeTime.NO_VALUE,
-        )
-    )
+    # Scalars reach the kernel through the context (those that are not constants at
+    # run time: ``late``); tensors as arguments.
+    operands = subgraph.operands
+    kernel_inputs: list[int] = []
+    late: list[int] = []
+    for position, index in enumerate(operation.inputs):
+        operand = operands[index]
+        if operand.type not in _SCALAR_TYPES:
+            kernel_inputs.append(index)
+        elif operand.lifetime not in _BOUND_LIFETIMES:
+            late.append(position)
+    late_positions = tuple(late)
     step = Step(
         kind=StepKind.OPERATION,
         subgraph=plan.index,
@@ -230,7 +230,7 @@ def _operation_step(
         name=name,
         inputs=tuple(operation.inputs),
         outputs=tuple(operation.outputs),
-        kernel_inputs=kernel_inputs,
+        kernel_inputs=tuple(kernel_inputs),
         context=ctx,
         pure=definition.pure,
     )
@@ -260,11 +260,6 @@ def _operation_step(
     if not callable(step.kernel):
         raise GeneralFailure(f"{name} ({where}): execute() did not return a kernel")
     return step
-
-
-def _is_scalar_type(type_code: int) -> bool:
-    info = OPERAND_TYPE_INFO.get(type_code)
-    return info is not None and info.is_scalar
 
 
 def _subgraph_ref(model: Model, plan: SubgraphPlan, index: int, what: str, where: str) -> int:

@@ -42,7 +42,7 @@ from nnhal.types import (
 Shape = tuple[int, ...] | None  # None = unknown rank; 0 in an axis = unknown
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class OperandInfo:
     """What validate/prepare/execute may know about one operand."""
 
@@ -53,6 +53,28 @@ class OperandInfo:
     extraParams: ExtraParams = None
     value: np.ndarray | None = None  # constant value (CONSTANT_COPY/REFERENCE)
     omitted: bool = False  # NO_VALUE, or an optional input left off the list
+
+    def __init__(
+        self,
+        type: int,  # noqa: A002  (the HAL's field name)
+        dimensions: Shape,
+        scale: float = 0.0,
+        zeroPoint: int = 0,  # noqa: N803
+        extraParams: ExtraParams = None,  # noqa: N803
+        value: np.ndarray | None = None,
+        omitted: bool = False,
+    ) -> None:
+        # Frozen: written once, here, into the instance's dict (the generated __init__'s
+        # object.__setattr__ per field was half the cost of describing an operand, and
+        # preparation describes every operand of the model).
+        fields = self.__dict__
+        fields["type"] = type
+        fields["dimensions"] = dimensions
+        fields["scale"] = scale
+        fields["zeroPoint"] = zeroPoint
+        fields["extraParams"] = extraParams
+        fields["value"] = value
+        fields["omitted"] = omitted
 
     @property
     def is_constant(self) -> bool:
