@@ -53,7 +53,7 @@ from nnhal.driver.ops import registry
 from nnhal.driver.ops.registry import OpContext, OperandInfo
 from nnhal.driver.prepared_model import PreparedModel
 from nnhal.driver.profile import Profile, load_profile
-from nnhal.driver.support import explain_support, light_query, subgraph_at, where
+from nnhal.driver.support import explain_support, light_query
 from nnhal.driver.support_rules import SupportPipeline, device_rules
 
 from nnhal.errors import GeneralFailure, HalError, InvalidArgument, MissedDeadline
@@ -94,6 +94,10 @@ def operation_version(code: int) -> HalVersion:
     if code <= OperationType.RESIZE_NEAREST_NEIGHBOR:
         return HalVersion.V1_2
     return HalVersion.V1_3
+
+
+#: operation_version of every HAL operation code (looked up once per operation checked)
+_OPERATION_VERSIONS = {int(code): operation_version(code) for code in OperationType}
 
 
 class ModelAnalysis:
@@ -182,7 +186,8 @@ class ModelAnalysis:
         key = (number, index)
         info = self._infos.get(key)
         if info is None:
-            subgraph = subgraph_at(self.model, number)
+            model = self.model
+            subgraph = model.main if number == 0 else model.referenced[number - 1]
             operand = subgraph.operands[index]
             if operand.lifetime not in _CONSTANT_LIFETIMES:
                 info = describe(operand)
@@ -191,7 +196,7 @@ class ModelAnalysis:
                 if value is not None:
                     info = describe(operand, value)
                 else:  # decode_constant reads it (or raises its precise error)
-                    info = operand_info(self.model, subgraph, index, self.pool_views())
+                    info = operand_info(model, subgraph, index, self.pool_views())
             self._infos[key] = info
         return info
 
@@ -235,14 +240,14 @@ class ModelAnalysis:
 
     def validate_operation(self, model: Model, number: int, index: int) -> None:
         """The OperationValidator: registry checks and the HAL version limit."""
-        op = subgraph_at(model, number).operations[index]
+        op = (model.main if number == 0 else model.referenced[number - 1]).operations[index]
         code = op.type
-        place = where(number, index)
+        place = f"subgraph {number}, operation {index}"  # support.where's words
         if is_extension_type(code):
             # the package's definition decides (driver/extensions.py); unknown ones raise
             self._queries[(number, index)] = extension_query(self, number, index, place)
             return
-        needed = operation_version(code)
+        needed = _OPERATION_VERSIONS.get(code) or operation_version(code)
         if needed > self.version:
             raise InvalidArgument(
                 f"{operation_name(code)} ({place}): the operation needs HAL {needed}; "
@@ -258,13 +263,8 @@ class ModelAnalysis:
         described, describe = self._infos.get, self.operand_info
         inputs = [described((number, i)) or describe(number, i) for i in op.inputs]
         outputs = [described((number, i)) or describe(number, i) for i in op.outputs]
-        ctx = OpContext(
-            op=definition,
-            inputs=inputs,
-            outputs=outputs,
-            relaxed=model.relaxComputationFloat32toFloat16,
-            where=place,
-        )
+        relaxed = model.relaxComputationFloat32toFloat16
+        ctx = OpContext(definition, inputs, outputs, relaxed, place)
         # the query keeps the descriptions as they were before the checks ran
         described_inputs, described_outputs = tuple(inputs), tuple(outputs)
         version = registry.validate_operation(ctx)
@@ -276,13 +276,7 @@ class ModelAnalysis:
         self.validated[(number, index)] = definition
         self._contexts[(number, index)] = ctx
         self._queries[(number, index)] = OpQuery(
-            type=code,
-            inputs=described_inputs,
-            outputs=described_outputs,
-            relaxed=model.relaxComputationFloat32toFloat16,
-            where=place,
-            version=version,
-            extensions=self.extensions,
+            code, described_inputs, described_outputs, relaxed, place, version, self.extensions
         )
 
     def checked(self, proofs_key: tuple | None = None) -> Checked:

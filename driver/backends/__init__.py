@@ -21,7 +21,7 @@ from nnhal.driver.ops.registry import OpContext, OperandInfo, OperationDef
 from nnhal.types import HalVersion, OperationType
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class OpQuery:
     """One operation as a backend sees it when deciding support."""
 
@@ -36,6 +36,27 @@ class OpQuery:
     #: the model's extension prefixes resolved against the device's op packages
     #: (``nnhal.driver.extensions.ModelExtensions``); None = the device has none
     extensions: Any = None
+
+    def __init__(
+        self,
+        type: int,
+        inputs: tuple[OperandInfo, ...],
+        outputs: tuple[OperandInfo, ...],
+        relaxed: bool = False,
+        where: str = "",
+        version: HalVersion | None = None,
+        extensions: Any = None,
+    ) -> None:
+        # frozen: written once, into the instance's dict (one query per operation of
+        # every model prepared; object.__setattr__ per field doubled its cost)
+        fields = self.__dict__
+        fields["type"] = type
+        fields["inputs"] = inputs
+        fields["outputs"] = outputs
+        fields["relaxed"] = relaxed
+        fields["where"] = where
+        fields["version"] = version
+        fields["extensions"] = extensions
 
     @property
     def is_control_flow(self) -> bool:

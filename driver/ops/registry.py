@@ -56,11 +56,11 @@ class OperandInfo:
 
     def __init__(
         self,
-        type: int,  # noqa: A002  (the HAL's field name)
+        type: int,
         dimensions: Shape,
         scale: float = 0.0,
-        zeroPoint: int = 0,  # noqa: N803
-        extraParams: ExtraParams = None,  # noqa: N803
+        zeroPoint: int = 0,
+        extraParams: ExtraParams = None,
         value: np.ndarray | None = None,
         omitted: bool = False,
     ) -> None:
@@ -391,19 +391,17 @@ def validate_operation(ctx: OpContext) -> HalVersion:
         )
     version = op.types[primary]
 
-    def arg_for(index: int) -> Arg:
-        if op.variadic:
-            fixed = len(op.inputs) - 1
-            tail = n_in - fixed
-            return op.inputs[0] if index < tail else op.inputs[1 + index - tail]
-        return op.inputs[index]
-
-    for i, info in enumerate(ctx.inputs):
-        arg = arg_for(i)
+    args = op.inputs
+    if op.variadic:  # the first argument repeats: one per input beyond the fixed ones
+        args = (args[0],) * (n_in - len(args) + 1) + args[1:]
+    for i, (info, arg) in enumerate(zip(ctx.inputs, args)):
         if info.omitted and not arg.optional:
             raise ctx.fail(f"input {i} ({arg.name}) is required but has no value")
         # A NO_VALUE operand still declares a type, and the reference checks it.
-        if not _accepts(arg.type, primary, info.type):
+        rule = arg.type
+        if rule == T and info.type == primary:
+            continue  # the common case, without a call
+        if not _accepts(rule, primary, info.type):
             accepted = _accepted(arg.type, primary)
             raise ctx.fail(
                 f"input {i} ({arg.name}) has type {type_name(info.type)}; "
