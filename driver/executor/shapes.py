@@ -47,9 +47,14 @@ def strict_shapes() -> bool:
     return os.environ.get("NNHAL_STRICT_SHAPES", "") not in ("", "0")
 
 
+#: operand types holding an array of known dtype (the shapes proven here)
+_TENSOR_TYPES = frozenset(
+    code for code, info in OPERAND_TYPE_INFO.items() if not info.is_scalar and info.dtype is not None
+)
+
+
 def _tensor(operand: Operand) -> bool:
-    info = OPERAND_TYPE_INFO.get(operand.type)
-    return info is not None and not info.is_scalar and info.dtype is not None
+    return operand.type in _TENSOR_TYPES
 
 
 def _declared_full(operand: Operand) -> Shape | None:
@@ -130,37 +135,50 @@ class _Inference:
 
     def _subgraph(self, plan: SubgraphPlan) -> None:
         subgraph = plan.subgraph
+        operands = subgraph.operands
         static: dict[int, Shape] = {}
+        #: operands whose known shape is their declared dimensions: an operation reading
+        #: only those (and scalars) is asked about its own context as it is
+        declared: set[int] = set()
         for index, shape in zip(subgraph.inputIndexes, self.assumed[plan.index]):
             if shape is not None:
                 static[index] = shape
+                declared.add(index)  # assumed: the declared, fully specified dimensions
         for index, value in plan.constants.items():
-            if _tensor(subgraph.operands[index]):
-                static[index] = tuple(value.shape)
+            operand = operands[index]
+            if operand.type in _TENSOR_TYPES:
+                static[index] = shape = tuple(value.shape)
+                if shape == tuple(operand.dimensions):
+                    declared.add(index)
         for step in plan.steps:
-            candidates = self._candidates(plan, step, static)
+            candidates = self._candidates(plan, step, static, declared)
             proven = set()
             for position, index in enumerate(step.outputs):
-                operand = subgraph.operands[index]
+                operand = operands[index]
                 shape = candidates[position] if position < len(candidates) else None
+                dims = tuple(operand.dimensions)
                 if (
                     shape is not None
-                    and _tensor(operand)
-                    and _compatible(tuple(operand.dimensions), shape)
+                    and operand.type in _TENSOR_TYPES
+                    and (shape == dims or _compatible(dims, shape))
                 ):
                     proven.add(position)
                     static[index] = shape
+                    if shape == dims:
+                        declared.add(index)
                 else:
                     full = _declared_full(operand)
                     if full is not None:  # the runtime check guarantees it
                         static[index] = full
+                        declared.add(index)
             self.proven[(plan.index, step.index)] = frozenset(proven)
         self.static[plan.index] = static
 
     def _candidates(
-        self, plan: SubgraphPlan, step: Step, static: dict[int, Shape]
+        self, plan: SubgraphPlan, step: Step, static: dict[int, Shape], declared: set[int]
     ) -> list[Shape | None]:
-        """The shape each output must have, when every way to produce it agrees."""
+        """The shape each output must have, when every way to produce it agrees.
+        ``declared``: the operands whose known shape is their declared dimensions."""
         if step.kind is StepKind.IF:
             result = []
             for k in range(len(step.outputs)):
@@ -184,7 +202,10 @@ class _Inference:
             return []
         inputs = []
         changed = False
-        for info, index in zip(ctx.inputs, step.inputs):
+        # tensors (kernel inputs) all known as declared: the context describes them already
+        for info, index in () if declared.issuperset(step.kernel_inputs) else zip(
+            ctx.inputs, step.inputs
+        ):
             dims = static.get(index)
             if (
                 info.omitted
