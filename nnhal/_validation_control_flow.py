@@ -76,9 +76,18 @@ def incompatibility(a: Operand, b: Operand) -> str | None:
     Same type; ranks equal when both known, each axis known in both equal;
     equal scale, zeroPoint and extraParams.
     """
+    da, db = a.dimensions, b.dimensions
+    if (
+        a.type == b.type
+        and da == db
+        and a.scale == b.scale
+        and a.zeroPoint == b.zeroPoint
+        and a.extraParams is None
+        and b.extraParams is None
+    ):
+        return None  # the usual pair: declared alike
     if a.type != b.type:
         return f"types differ ({type_name(a.type)} vs {type_name(b.type)})"
-    da, db = a.dimensions, b.dimensions
     if da and db:
         if len(da) != len(db):
             return f"ranks differ ({dims_text(da)} vs {dims_text(db)})"
@@ -94,17 +103,22 @@ def incompatibility(a: Operand, b: Operand) -> str | None:
     return None
 
 
+#: HAL types with a size of data, by kind (SUBGRAPH and OEM types have none)
+_SIZED_TENSORS = frozenset(
+    code for code, info in OPERAND_TYPE_INFO.items() if info.byte_size and not info.is_scalar
+)
+_SIZED_SCALARS = frozenset(
+    code for code, info in OPERAND_TYPE_INFO.items() if info.byte_size and info.is_scalar
+)
+
+
 def has_known_size(operand: Operand) -> bool:
     """The HAL's nonExtensionOperandSizeOfData != 0 (extension types always pass)."""
-    if is_extension(operand.type):
-        return True
-    info = OPERAND_TYPE_INFO.get(operand.type)
-    if info is None or info.byte_size == 0:  # SUBGRAPH and OEM have no size
-        return False
-    if info.is_scalar:
-        return True
-    dims = operand.dimensions
-    return bool(dims) and all(dims)
+    code = operand.type
+    if code in _SIZED_TENSORS:
+        dims = operand.dimensions
+        return bool(dims) and all(dims)
+    return code in _SIZED_SCALARS or is_extension(code)
 
 
 # ---------------------------------------------------------------------------

@@ -126,6 +126,17 @@ _TYPE_RULES: dict[int, tuple[bool, int, tuple[int, int] | None, int]] = {
     _T.TENSOR_OEM_BYTE: (False, _SCALE_UNCHECKED, None, _EXTRA_UNCHECKED),
 }
 _TYPE_RULES = {int(k): v for k, v in _TYPE_RULES.items()}
+#: types for which an operand with scale 0, zeroPoint 0 and no extraParams passes
+#: _check_fundamental_operand (a scalar without dimensions, a tensor with some)
+_PLAIN_SCALARS = frozenset(
+    code for code, (scalar, scale, zp, extra) in _TYPE_RULES.items()
+    if scalar and scale == _SCALE_ZERO and zp == (0, 0) and extra == _EXTRA_NONE
+)  # fmt: skip
+_PLAIN_TENSORS = frozenset(
+    code for code, (scalar, scale, zp, extra) in _TYPE_RULES.items()
+    if not scalar and scale in (_SCALE_ZERO, _SCALE_NONNEGATIVE) and zp == (0, 0)
+    and extra == _EXTRA_NONE
+)  # fmt: skip
 del _T
 
 
@@ -348,7 +359,12 @@ def _check_operands(
             raise InvalidArgument(
                 f"{_operand_where(s, i, operand)}: dimensions {_dims(dims)} are not uint32 values"
             )
-        if rule is not None:
+        if rule is not None and not (
+            (t in _PLAIN_TENSORS if dims else t in _PLAIN_SCALARS)
+            and operand.scale == 0.0
+            and operand.zeroPoint == 0
+            and operand.extraParams is None
+        ):  # (the usual operand has nothing for the rules to find: a third of the walk)
             _check_fundamental_operand(s, i, operand, rule)
 
         lifetime = operand.lifetime
@@ -425,10 +441,8 @@ def _check_io_lists(s: int, subgraph: Subgraph) -> None:
     operands = subgraph.operands
     n = len(operands)
     # how many operands have each lifetime, in one walk for both lists
-    listed = {_INPUT: 0, _OUTPUT: 0}
-    for o in operands:
-        if o.lifetime in listed:
-            listed[o.lifetime] += 1
+    lifetimes = [o.lifetime for o in operands]
+    listed = {_INPUT: lifetimes.count(_INPUT), _OUTPUT: lifetimes.count(_OUTPUT)}
     for field, wanted in (("inputIndexes", _INPUT), ("outputIndexes", _OUTPUT)):
         indexes = getattr(subgraph, field)
         seen: set[int] = set()
@@ -437,7 +451,7 @@ def _check_io_lists(s: int, subgraph: Subgraph) -> None:
                 raise InvalidArgument(
                     f"subgraph {s}: {field}[{pos}] is {idx}; the subgraph has {n} operands"
                 )
-            if operands[idx].lifetime != wanted:
+            if lifetimes[idx] != wanted:
                 raise InvalidArgument(
                     f"subgraph {s}: {field}[{pos}] is operand {idx} with lifetime"
                     f" {_lifetime_name(operands[idx].lifetime)}; it must be"

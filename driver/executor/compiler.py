@@ -174,7 +174,9 @@ def compile_subgraph(
         else:
             passed = checked.definitions.get((number, op_index))
             seen = checked.contexts.get((number, op_index)) if checked.model_views else None
-            if seen is not None and (seen.relaxed != relaxed or not own.isdisjoint(operation.inputs)):
+            if seen is not None and (
+                seen.relaxed != relaxed or not own.isdisjoint(operation.inputs)
+            ):
                 seen = None
             plan.steps.append(_operation_step(plan, op_index, info, where, relaxed, passed, seen))
     return plan
@@ -208,9 +210,7 @@ def _operation_step(
     if ctx is None or ctx.op is not definition or ctx.where != where:
         inputs = [info(i) for i in operation.inputs]
         outputs = [info(i) for i in operation.outputs]
-        ctx = OpContext(
-            op=definition, inputs=inputs, outputs=outputs, relaxed=relaxed, where=where
-        )
+        ctx = OpContext(op=definition, inputs=inputs, outputs=outputs, relaxed=relaxed, where=where)
     # Scalars reach the kernel through the context (those that are not constants at
     # run time: ``late``); tensors as arguments.
     operands = subgraph.operands

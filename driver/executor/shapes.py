@@ -49,7 +49,9 @@ def strict_shapes() -> bool:
 
 #: operand types holding an array of known dtype (the shapes proven here)
 _TENSOR_TYPES = frozenset(
-    code for code, info in OPERAND_TYPE_INFO.items() if not info.is_scalar and info.dtype is not None
+    code
+    for code, info in OPERAND_TYPE_INFO.items()
+    if not info.is_scalar and info.dtype is not None
 )
 
 
@@ -203,8 +205,8 @@ class _Inference:
         inputs = []
         changed = False
         # tensors (kernel inputs) all known as declared: the context describes them already
-        for info, index in () if declared.issuperset(step.kernel_inputs) else zip(
-            ctx.inputs, step.inputs
+        for info, index in (
+            () if declared.issuperset(step.kernel_inputs) else zip(ctx.inputs, step.inputs)
         ):
             dims = static.get(index)
             if (
