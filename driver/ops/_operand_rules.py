@@ -44,7 +44,8 @@ def check_activation(ctx: OpContext, index: int, *, only_none: bool = False) -> 
     value = ctx.constant(index)
     if value is None:
         return
-    act = int(value.reshape(-1)[0]) if value.size else None
+    size = value.size
+    act = value.item() if size == 1 else int(value.reshape(-1)[0]) if size else None
     if act is None or not 0 <= act <= 3:
         raise ctx.fail(f"input {index} (activation) has value {act}; supported: {ACTIVATIONS}")
     if only_none and act != FusedActivationFunc.NONE:
@@ -65,16 +66,19 @@ def check_rank(
 ) -> None:
     """Rank limits of one operand; silent when the rank is unknown."""
     info = (ctx.outputs if output else ctx.inputs)[index]
-    rank = info.rank
-    if rank is None or info.omitted:
+    dims = info.dimensions
+    if dims is None or info.omitted:
         return
-    what = f"{'output' if output else 'input'} {index}"
+    rank = len(dims)
     if exact is not None and rank != exact:
-        raise ctx.fail(f"{what} has rank {rank}; it must have rank {exact}")
-    if min_rank is not None and rank < min_rank:
-        raise ctx.fail(f"{what} has rank {rank}; the minimum rank is {min_rank}")
-    if max_rank is not None and rank > max_rank:
-        raise ctx.fail(f"{what} has rank {rank}; the maximum supported rank is {max_rank}")
+        rule = f"it must have rank {exact}"
+    elif min_rank is not None and rank < min_rank:
+        rule = f"the minimum rank is {min_rank}"
+    elif max_rank is not None and rank > max_rank:
+        rule = f"the maximum supported rank is {max_rank}"
+    else:
+        return
+    raise ctx.fail(f"{'output' if output else 'input'} {index} has rank {rank}; {rule}")
 
 
 def int_vector(ctx: OpContext, index: int) -> list[int] | None:
