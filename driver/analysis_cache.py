@@ -9,7 +9,14 @@ the registry's definitions, so an ``AnalysisCache`` keeps their results per
 device and hands them back when an *identical* model comes again (a client
 preparing the same model twice, each gRPC call decoding it anew).
 
-The key covers everything the checks read:
+A model is first looked up by its outline (``model_outline``: the client, the HAL
+version, the flag, the sizes of its constant data and the counts of each
+subgraph's operands, operations, inputs and outputs), which costs next to
+nothing; its exact key below is made only when an entry of the same outline
+exists, and an entry's own exact key only when a model of its outline comes
+again. A model prepared once, the usual case, never pays for a key.
+
+The exact key covers everything the checks read:
 
 - the model's structure, pickled as tuples of its fields (``model_key``):
   every operand field, operation, input and output list, the relaxed-float
@@ -72,13 +79,10 @@ _LIFETIME = OperandLifeTime
 _CHANNEL_QUANT = SymmPerChannelQuantParams
 
 
-
-def model_key(model: Model, version: int) -> bytes | None:
-    """The model's structure as bytes, or None when it cannot be keyed exactly.
-
-    None for models with pools other than inline bytes, extension prefixes,
-    or operand lifetimes and extra parameters of unexpected types.
-    """
+def model_outline(model: Model, version: int) -> tuple | None:
+    """What an identical model has alike, cheaply: the client, the version, the flag,
+    the constant data's sizes and each subgraph's counts; None when the model is never
+    kept (pools other than inline bytes, extension prefixes, a flag that is not a bool)."""
     if model.extensionNameToPrefix or type(model.operandValues) is not bytes:
         return None
     for pool in model.pools:
@@ -87,7 +91,35 @@ def model_key(model: Model, version: int) -> bytes | None:
     relaxed = model.relaxComputationFloat32toFloat16
     if type(relaxed) is not bool:
         return None
-    parts: list[Any] = [owner(), int(version), relaxed]
+    return (
+        owner(),
+        int(version),
+        relaxed,
+        tuple([len(data) for data in _data(model)]),
+        tuple(
+            [
+                (len(s.operands), len(s.operations), len(s.inputIndexes), len(s.outputIndexes))
+                for s in (model.main, *model.referenced)
+            ]
+        ),
+    )
+
+
+#: "not known yet" (a key or a client), where None is a value
+_UNKNOWN: Any = object()
+
+
+def model_key(model: Model, version: int, client: Any = _UNKNOWN) -> bytes | None:
+    """The model's structure as bytes, or None when it cannot be keyed exactly.
+
+    None for models with pools other than inline bytes, extension prefixes,
+    or operand lifetimes and extra parameters of unexpected types. ``client``: whose
+    entry it keys (default: the client being served, ``code_cache.owner``).
+    """
+    if model_outline(model, version) is None:
+        return None
+    parts: list[Any] = [owner() if client is _UNKNOWN else client, int(version)]
+    parts.append(model.relaxComputationFloat32toFloat16)
     append = parts.append
     for subgraph in (model.main, *model.referenced):
         for operand in subgraph.operands:
@@ -158,6 +190,17 @@ class Analysis:
     definitions: dict = field(default_factory=dict)
     #: the client it was kept for (``code_cache.set_owner``; set by ``AnalysisCache.put``)
     owner: str | None = None
+    #: the model's ``model_outline`` and, once a model of that outline came again, its
+    #: ``model_key`` (set by ``AnalysisCache``)
+    outline: tuple | None = None
+    key: Any = _UNKNOWN
+    version: int = 0
+
+    def exact_key(self) -> bytes | None:
+        """The kept model's ``model_key`` for the client it was kept for (made once)."""
+        if self.key is _UNKNOWN:
+            self.key = model_key(self.model, self.version, self.owner)
+        return self.key
 
     def __post_init__(self) -> None:
         if not self.definitions:
@@ -174,57 +217,111 @@ class Analysis:
         return all(lookup(code) is found for code, found in self.definitions.items())
 
 
+class CacheLookup:
+    """One model's place in an ``AnalysisCache``: its outline at once, its exact key
+    when an entry of the same outline asks for the comparison."""
+
+    __slots__ = ("_key", "model", "outline", "version")
+
+    def __init__(self, model: Model, version: int) -> None:
+        self.model = model
+        self.version = int(version)
+        #: None: the model is never kept
+        self.outline = model_outline(model, version)
+        self._key: Any = _UNKNOWN
+
+    def key(self) -> bytes | None:
+        if self._key is _UNKNOWN:
+            self._key = model_key(self.model, self.version)
+        return self._key
+
+
 class AnalysisCache:
     """Check results of models seen by one device (thread-safe; see the module doc)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._entries: OrderedDict[bytes, Analysis] = OrderedDict()
+        #: serial number -> entry, least recently used first
+        self._entries: OrderedDict[int, Analysis] = OrderedDict()
+        #: outline -> the serial numbers of its entries
+        self._outlines: dict[tuple, list[int]] = {}
+        self._serial = 0
         self._bytes = 0
 
-    def get(self, key: bytes, model: Model, config: tuple) -> Analysis | None:
+    def get(self, lookup: CacheLookup, model: Model, config: tuple) -> Analysis | None:
         """The entry of an identical model seen before by a device configured with the
         very same ``config`` objects (profile, limits, support pipeline...), else None."""
+        if lookup.outline is None:
+            return None
         with self._lock:
-            entry = self._entries.get(key)
-            if entry is None:
-                return None
-            self._entries.move_to_end(key)
-        if len(entry.config) != len(config) or any(
-            mine is not theirs for mine, theirs in zip(entry.config, config)
-        ):
+            numbers = list(self._outlines.get(lookup.outline, ()))
+        if not numbers:
+            return None  # no entry of this outline: no key made at all
+        key = lookup.key()
+        if key is None:
             return None
-        if _data(entry.model) != _data(model) or not entry.current():
-            return None
-        return entry
+        for number in numbers:
+            with self._lock:
+                entry = self._entries.get(number)
+            if entry is None or entry.exact_key() != key:
+                continue
+            if len(entry.config) != len(config) or any(
+                mine is not theirs for mine, theirs in zip(entry.config, config)
+            ):
+                continue
+            if _data(entry.model) != _data(model) or not entry.current():
+                continue
+            with self._lock:
+                if number in self._entries:
+                    self._entries.move_to_end(number)
+            return entry
+        return None
 
-    def put(self, key: bytes, entry: Analysis) -> None:
+    def put(self, lookup: CacheLookup, entry: Analysis) -> None:
+        """Keep ``entry`` (made from ``lookup.model``); it replaces an entry of the same
+        exact key, when the lookup made that key."""
+        if lookup.outline is None:
+            return
         size = _size(entry.model)
         if size > MAX_MODEL_BYTES:
             return
         entry.owner = owner()
+        entry.outline = lookup.outline
+        entry.version = lookup.version
+        entry.key = lookup._key  # _UNKNOWN unless a lookup of the same outline made it
         with self._lock:
-            old = self._entries.pop(key, None)
-            if old is not None:
-                self._bytes -= _size(old.model)
-            self._entries[key] = entry
+            numbers = self._outlines.setdefault(lookup.outline, [])
+            if entry.key is not _UNKNOWN:
+                for number in [n for n in numbers if self._entries[n].key == entry.key]:
+                    self._remove(number)
+            self._serial += 1
+            self._entries[self._serial] = entry
+            numbers.append(self._serial)
             self._bytes += size
             while len(self._entries) > MAX_ENTRIES or self._bytes > MAX_BYTES:
-                _, dropped = self._entries.popitem(last=False)
-                self._bytes -= _size(dropped.model)
+                self._remove(next(iter(self._entries)))
+
+    def _remove(self, number: int) -> None:
+        """Drop entry ``number`` (the lock held)."""
+        entry = self._entries.pop(number)
+        self._bytes -= _size(entry.model)
+        numbers = self._outlines[entry.outline]
+        numbers.remove(number)
+        if not numbers:
+            del self._outlines[entry.outline]
 
     def drop_owner(self, gone: str) -> int:
         """Forget the entries kept for client ``gone`` (its session ended); how many."""
         with self._lock:
-            keys = [key for key, entry in self._entries.items() if entry.owner == gone]
-            for key in keys:
-                entry = self._entries.pop(key)
-                self._bytes -= _size(entry.model)
-        return len(keys)
+            numbers = [n for n, entry in self._entries.items() if entry.owner == gone]
+            for number in numbers:
+                self._remove(number)
+        return len(numbers)
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._outlines.clear()
             self._bytes = 0
 
     def __len__(self) -> int:

@@ -30,7 +30,7 @@ import logging
 from typing import Any
 
 import numpy as np
-from nnhal.driver.analysis_cache import Analysis, AnalysisCache, model_key
+from nnhal.driver.analysis_cache import Analysis, AnalysisCache, CacheLookup
 from nnhal.driver.backends import Backend, OpQuery
 from nnhal.driver.backends.reference import ReferenceBackend
 from nnhal.driver.cache import CompilationCache
@@ -398,11 +398,10 @@ class Device:
 
         ``size_checked``: the caller has checked the model's counts against the size limits
         already (the service does, on the message, before decoding it)."""
-        key = None
+        lookup = None
         if self.analyses is not None:
-            key = model_key(model, version)
-            config = self._config()
-            kept = self.analyses.get(key, model, config) if key is not None else None
+            lookup = CacheLookup(model, version)
+            kept = self.analyses.get(lookup, model, self._config())
             if kept is not None:  # the same model passed every check below before
                 return ModelAnalysis.revived(model, HalVersion(version), kept)
         if not size_checked:
@@ -411,8 +410,8 @@ class Device:
         if self.extensions:
             analysis.extensions = self.extensions.for_model(model)
         analysis.validate()
-        if key is not None and self.analyses is not None:
-            self.analyses.put(key, analysis.keep(self._config()))
+        if lookup is not None and lookup.outline is not None and self.analyses is not None:
+            self.analyses.put(lookup, analysis.keep(self._config()))
         return analysis
 
     def _config(self) -> tuple:

@@ -325,17 +325,29 @@ def too_big(what: str, type_code: int, dims: Sequence[int], limits: Limits) -> s
     return None
 
 
+#: bytes per element of each tensor type (``tensor_bytes`` is 0 for the others)
+_ELEMENT_BYTES = {
+    code: info.byte_size for code, info in OPERAND_TYPE_INFO.items() if not info.is_scalar
+}
+
+
 def check_declared_tensors(model: Model, limits: Limits) -> None:
     """Every operand's declared size (a lower bound when axes are unknown)."""
     limit = limits.max_tensor_bytes
     empty_fits = limit >= 0  # no dimensions: 0 bytes (tensor_bytes)
+    element_bytes = _ELEMENT_BYTES.get
     for number, subgraph in enumerate(model_subgraphs(model)):
         for index, operand in enumerate(subgraph.operands):
             dims = operand.dimensions
             if empty_fits and not dims:
                 continue  # scalars and unknown ranks, a third of a model's operands
-            # ``too_big``, with the operand named only when it is too big
-            size = tensor_bytes(operand.type, dims)
+            # ``too_big``, with the operand named only when it is too big; the usual
+            # operand (no unknown axis) without tensor_bytes' cases (as Python ints: numpy
+            # dimensions could wrap in int64)
+            count = math.prod(map(int, dims))
+            size = (element_bytes(operand.type, 0) * count) if count else 0
+            if size == 0 or size > limit:
+                size = tensor_bytes(operand.type, dims)
             if size > limit:
                 what = f"subgraph {number}, operand {index}"
                 raise ResourceExhausted(

@@ -287,7 +287,8 @@ def register(definition: OperationDef) -> OperationDef:
 
 
 def lookup(op_type: int) -> OperationDef | None:
-    _load_all()
+    if not _loaded:  # (tested here: every check of every operation looks its definition up)
+        _load_all()
     return _REGISTRY.get(op_type)
 
 

@@ -76,6 +76,59 @@ def test_other_constants_are_checked_again(validations):
     assert len(validations) == 3
 
 
+def _sub_model():
+    """y = x - [1, 1]: the outline of ``_add_model`` (counts and data sizes), not its key."""
+    mb = ModelBuilder()
+    g = mb.main
+    x = g.input(F32, [2])
+    y = g.output(F32, [2])
+    g.operation(O.SUB, [x, g.constant(F32, [1.0, 1.0]), g.constant(T.INT32, 0)], [y])
+    return mb.build()
+
+
+@pytest.fixture
+def keys_made(monkeypatch):
+    """Counts the exact keys the cache makes (``model_key``)."""
+    calls = []
+    real = analysis_cache.model_key
+
+    def counting(model, *args):
+        calls.append(model)
+        return real(model, *args)
+
+    monkeypatch.setattr(analysis_cache, "model_key", counting)
+    return calls
+
+
+def test_a_model_prepared_once_makes_no_exact_key(validations, keys_made):
+    device = Device()
+    device.prepareModel_1_3(_add_model(2.0))
+    assert keys_made == [] and len(device.analyses) == 1
+    device.prepareModel_1_3(_add_model(2.0))  # an entry of its outline: both keys made
+    assert len(keys_made) == 2 and len(validations) == 1
+    device.prepareModel_1_3(_add_model(2.0))  # the entry's key is kept
+    assert len(keys_made) == 3 and len(validations) == 1
+
+
+def test_models_of_one_outline_are_told_apart_by_their_keys(validations):
+    device = Device()
+    add, sub = _add_model(1.0), _sub_model()
+    assert analysis_cache.model_outline(add, 3) == analysis_cache.model_outline(sub, 3)
+    assert model_key(add, 3) != model_key(sub, 3)
+    device.prepareModel_1_3(add)
+    subtracted = device.prepareModel_1_3(sub)  # not the ADD's entry
+    assert len(validations) == 2 and len(device.analyses) == 2
+    np.testing.assert_array_equal(_run(subtracted, [1.0, -1.0]), [0.0, -2.0])
+    device.prepareModel_1_3(_add_model(1.0))
+    device.prepareModel_1_3(_sub_model())
+    assert len(validations) == 2
+    # the same structure with other constants: checked, and it replaces the entry of its key
+    device.prepareModel_1_3(_add_model(7.0))
+    assert len(validations) == 3 and len(device.analyses) == 2
+    device.prepareModel_1_3(_add_model(1.0))
+    assert len(validations) == 4
+
+
 def test_a_refused_model_is_not_kept(validations):
     device = Device()
     for _ in range(2):
