@@ -44,6 +44,7 @@ from nnhal.driver.limits import (
     check_declared_tensors,
     check_model_size,
     check_nesting,
+    may_nest_deeper,
     model_subgraphs,
     nesting_depths,
     nesting_reason,
@@ -455,8 +456,10 @@ class Device:
             # nothing, and the answer (kept for getSupportedOperations too) is the same
             support = self._sized_support
         supported, reasons = explain_support(analysis.model, support, analysis.query_for, name_of)
-        for index, depth in enumerate(analysis.nesting_depths()):
-            if depth > self.limits.max_nesting_depth and supported[index]:
+        limit = self.limits.max_nesting_depth
+        depths = analysis.nesting_depths() if may_nest_deeper(analysis.model, limit) else ()
+        for index, depth in enumerate(depths):
+            if depth > limit and supported[index]:
                 supported[index] = False
                 op_type = analysis.model.main.operations[index].type
                 reasons[index] = (
@@ -492,7 +495,8 @@ class Device:
         kept = analysis.kept
         if kept is None or not kept.limits_passed:
             # INVALID_ARGUMENT: the executor cannot run it
-            check_nesting(model, self.limits, analysis.nesting_depths())
+            if may_nest_deeper(model, self.limits.max_nesting_depth):
+                check_nesting(model, self.limits, analysis.nesting_depths())
             check_declared_tensors(model, self.limits)  # RESOURCE_EXHAUSTED_PERSISTENT
             if kept is not None:
                 kept.limits_passed = True

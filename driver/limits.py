@@ -279,6 +279,13 @@ def nesting_reason(depth: int, limits: Limits) -> str:
     )
 
 
+def may_nest_deeper(model: Model, limit: int) -> bool:
+    """Whether an operation of a validated ``model`` can nest IF/WHILE more than ``limit``
+    deep: each level is another referenced subgraph (validation refuses reference
+    cycles), so not with at most ``limit`` of them (no walk needed)."""
+    return len(model.referenced) > limit
+
+
 def check_nesting(model: Model, limits: Limits, depths: list[int] | None = None) -> None:
     """INVALID_ARGUMENT when a main operation nests IF/WHILE deeper than the limit
     (``depths``: ``nesting_depths(model)`` when the caller has them already)."""

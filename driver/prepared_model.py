@@ -78,14 +78,14 @@ class _IoSpec:
     @classmethod
     def of(cls, position: int, operand_index: int, operand: Operand) -> _IoSpec:
         info = OPERAND_TYPE_INFO.get(operand.type)
-        return cls(
-            position=position,
-            operand=operand_index,
-            type=operand.type,
-            dims=tuple(operand.dimensions),
-            is_scalar=info is not None and info.is_scalar,
-            dtype=None if info is None else info.dtype,
-            itemsize=0 if info is None else info.byte_size,
+        return cls(  # positional: the keywords had been a third of each preparation's specs
+            position,
+            operand_index,
+            operand.type,
+            tuple(operand.dimensions),
+            info is not None and info.is_scalar,
+            None if info is None else info.dtype,
+            0 if info is None else info.byte_size,
         )
 
     def label(self, kind: str) -> str:

@@ -220,6 +220,23 @@ def test_ten_thousand_deep_validation_and_support(make):
     assert sys.getrecursionlimit() == limit  # nobody raised it
 
 
+@pytest.mark.parametrize("make", [nested_if, nested_while], ids=["if", "while"])
+def test_nesting_at_and_one_past_the_limit(make):
+    # at most ``limit`` referenced subgraphs cannot nest deeper (no walk then: the IF
+    # chain of 3), more are walked (the WHILE chain of 3 has its conditions too)
+    device = Device()
+    device.limits = dataclasses.replace(device.limits, max_nesting_depth=3)
+    assert len(make(4).referenced) > 3
+    assert device.explainSupportedOperations(make(3))[0] == [True]
+    device.prepareModel_1_3(make(3))
+    supported, reasons = device.explainSupportedOperations(make(4))
+    assert supported == [False] and reasons[0].endswith(
+        "IF/WHILE nested 4 deep; this device runs at most 3 nested levels (limit max_nesting_depth)"
+    )
+    with pytest.raises(InvalidArgument, match="nested 4 deep"):
+        device.prepareModel_1_3(make(4))
+
+
 def test_ten_thousand_deep_excluded_operation_is_found():
     # the support rule walks all the way down (no recursion) to the excluded ADD
     from dataclasses import replace
