@@ -274,9 +274,10 @@ class ModelAnalysis:
                 f"{operation_name(code)} ({place}): this signature needs HAL {version}; "
                 f"the model was given as a HAL {self.version} model"
             )
-        self.validated[(number, index)] = definition
-        self._contexts[(number, index)] = ctx
-        self._queries[(number, index)] = OpQuery(
+        key = (number, index)
+        self.validated[key] = definition
+        self._contexts[key] = ctx
+        self._queries[key] = OpQuery(
             code, described_inputs, described_outputs, relaxed, place, version, self.extensions
         )
 

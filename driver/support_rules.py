@@ -130,6 +130,12 @@ class SupportPipeline:
             why = rule(query)
             if why is not None:
                 return False, why
+        if query.extensions is None and not is_extension_type(query.type):
+            # ``route``'s answer for a model without packages: the built-in backend's
+            # (a backend plug-in may still take what it refuses)
+            ok, why = self.builtin.supports(query)
+            if ok or not self.extensions.plugins:
+                return ok, why
         where, why = self.route(query)
         return where is not None, why
 
