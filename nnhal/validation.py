@@ -489,10 +489,7 @@ def _check_operations(
     """
     operands = subgraph.operands
     n = len(operands)
-    known = bytearray(n)
-    for i, operand in enumerate(operands):
-        if operand.lifetime in _KNOWN_AT_START:
-            known[i] = 1
+    known = bytearray([operand.lifetime in _KNOWN_AT_START for operand in operands])
     consumers = [0] * n
     for k, operation in enumerate(subgraph.operations):
         ins, outs = operation.inputs, operation.outputs
@@ -550,6 +547,8 @@ def _check_operations(
                     " is already written; each operand has at most one writer"
                 )
             known[idx] = 1
+    if all(known) and [operand.numberOfConsumers for operand in operands] == consumers:
+        return  # (the walk below only finds the first operand that fails, for its message)
     for i, operand in enumerate(operands):
         if operand.numberOfConsumers != consumers[i]:
             raise InvalidArgument(

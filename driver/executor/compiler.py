@@ -118,7 +118,8 @@ def compile_plans(
         plan = compile_subgraph(model, number, pool_views, checked)
         plans[number] = plan
         for step in plan.steps:
-            pending.extend(ref for ref in step.refs if ref not in plans)
+            if step.refs:  # IF / WHILE (a generator per step had cost more than the rest)
+                pending.extend(ref for ref in step.refs if ref not in plans)
     return plans
 
 
