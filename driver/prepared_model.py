@@ -78,15 +78,19 @@ class _IoSpec:
     @classmethod
     def of(cls, position: int, operand_index: int, operand: Operand) -> _IoSpec:
         info = OPERAND_TYPE_INFO.get(operand.type)
-        return cls(  # positional: the keywords had been a third of each preparation's specs
-            position,
-            operand_index,
-            operand.type,
-            tuple(operand.dimensions),
-            info is not None and info.is_scalar,
-            None if info is None else info.dtype,
-            0 if info is None else info.byte_size,
+        # frozen: the fields written once into the new instance's dict (the generated
+        # __init__ had been most of describing a prepared model's inputs and outputs)
+        spec = object.__new__(cls)
+        spec.__dict__.update(
+            position=position,
+            operand=operand_index,
+            type=operand.type,
+            dims=tuple(operand.dimensions),
+            is_scalar=info is not None and info.is_scalar,
+            dtype=None if info is None else info.dtype,
+            itemsize=0 if info is None else info.byte_size,
         )
+        return spec
 
     def label(self, kind: str) -> str:
         return f"{kind} {self.position} (operand {self.operand}, {type_name(self.type)})"

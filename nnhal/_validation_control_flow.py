@@ -159,9 +159,9 @@ def _require_pair(
         raise InvalidArgument(
             f"{where}: {_text(inner_text)} is not compatible with {_text(outer_text)}: {reason}"
         )
-    if sized_inner:
+    if sized_inner and not has_known_size(inner):
         _require_known_size(where, inner_text, inner)
-    if sized_outer:
+    if sized_outer and not has_known_size(outer):
         _require_known_size(where, outer_text, outer)
 
 

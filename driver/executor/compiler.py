@@ -83,15 +83,16 @@ def in_place_view(model: Model, operand, value: np.ndarray | None) -> bool:
     if value is None or operand.lifetime != OperandLifeTime.CONSTANT_COPY:
         return False
     info = OPERAND_TYPE_INFO.get(operand.type)
-    return (
-        info is not None
-        and info.dtype is not None
-        and value.dtype == info.dtype
-        and operand.type not in _BOOL_TYPES
-        and type(model.operandValues) is bytes
-        and not value.flags.writeable
-        and value.flags.aligned
-    )
+    if (
+        info is None
+        or info.dtype is None
+        or value.dtype != info.dtype
+        or operand.type in _BOOL_TYPES
+        or type(model.operandValues) is not bytes
+    ):
+        return False
+    flags = value.flags  # (a new object at each attribute read)
+    return not flags.writeable and flags.aligned
 
 
 def subgraph_at(model: Model, number: int) -> Subgraph:
