@@ -83,6 +83,7 @@ from nnhal.validation import validate_execution_preference, validate_model, vali
 log = logging.getLogger("nnhal.driver")
 
 _CONSTANT_LIFETIMES = frozenset({OperandLifeTime.CONSTANT_COPY, OperandLifeTime.CONSTANT_REFERENCE})
+_CONTROL_FLOW = frozenset({OperationType.IF, OperationType.WHILE})
 _BOOL_TYPES = frozenset({OperandType.BOOL, OperandType.TENSOR_BOOL8})
 
 
@@ -281,6 +282,18 @@ class ModelAnalysis:
             code, described_inputs, described_outputs, relaxed, place, version, self.extensions
         )
 
+    def every_operation_checked(self) -> bool:
+        """Whether every operation of every subgraph other than IF and WHILE has a
+        registry definition whose checks it passed (``validated``)."""
+        model = self.model
+        control_flow = sum(
+            op.type in _CONTROL_FLOW
+            for subgraph in (model.main, *model.referenced)
+            for op in subgraph.operations
+        )
+        total = len(model.main.operations) + sum(len(s.operations) for s in model.referenced)
+        return len(self.validated) == total - control_flow
+
     def checked(self, proofs_key: tuple | None = None) -> Checked:
         """What this analysis established, for the compiler to reuse (compile_model);
         with the shape proofs kept for ``proofs_key`` (strict shapes, tensor limit)."""
@@ -456,7 +469,18 @@ class Device:
             # check_declared_tensors passed under self.limits: the size rule would refuse
             # nothing, and the answer (kept for getSupportedOperations too) is the same
             support = self._sized_support
-        supported, reasons = explain_support(analysis.model, support, analysis.query_for, name_of)
+        if (
+            isinstance(support, SupportPipeline)  # (not a replacement someone installed)
+            and support.runs_every_checked_operation()
+            and analysis.every_operation_checked()
+        ):
+            # what the walk below would find: every operation runs here, so every IF and
+            # WHILE too (all the subgraphs they name run); no question asked
+            supported, reasons = [True] * len(analysis.model.main.operations), {}
+        else:
+            supported, reasons = explain_support(
+                analysis.model, support, analysis.query_for, name_of
+            )
         limit = self.limits.max_nesting_depth
         depths = analysis.nesting_depths() if may_nest_deeper(analysis.model, limit) else ()
         for index, depth in enumerate(depths):

@@ -39,6 +39,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from nnhal.driver.backends import Backend, OpQuery
+from nnhal.driver.backends.reference import ReferenceBackend
 from nnhal.driver.extensions import REFERENCE_COST, ExtensionSet
 from nnhal.driver.limits import Limits, too_big
 from nnhal.driver.profile import Profile
@@ -123,6 +124,17 @@ class SupportPipeline:
         self.rules = tuple(rules)
         self.builtin = builtin
         self.extensions = extensions if extensions is not None else ExtensionSet()
+
+    def runs_every_checked_operation(self) -> bool:
+        """Whether this pipeline answers yes for every operation the device's checks
+        passed: no rules, no op packages or plug-ins, and the numpy reference backend
+        (which runs every operation the registry defines, once its checks passed)."""
+        return (
+            not self.rules
+            and type(self.builtin) is ReferenceBackend
+            and not self.extensions.packages
+            and not self.extensions.plugins
+        )
 
     def supports(self, query: OpQuery) -> tuple[bool, str]:
         """(True, "") when the device runs the operation, else (False, reason)."""

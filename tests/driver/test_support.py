@@ -333,3 +333,46 @@ def test_a_replaced_support_pipeline_is_asked_by_preparation_too():
     counting = _counting(device)
     device.prepareModel_1_3(nested_model())
     assert counting.asked and counting.asked[-1].startswith("subgraph 0")
+
+
+def test_preparation_on_the_default_device_asks_no_question_of_a_checked_model(monkeypatch):
+    # Every operation passed its checks, and the pipeline (no rules once the sizes are
+    # checked, the reference backend, no packages) would answer yes to each: preparation
+    # takes that answer without the walk, and it is the walk's answer.
+    from nnhal.driver import device as device_module
+    from nnhal.tools.bench_workloads import suite
+
+    walked = []
+    real = device_module.explain_support
+
+    def walking(model, *args, **kwargs):
+        walked.append(model)
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(device_module, "explain_support", walking)
+    models = [nested_model(), shared_branch_model(), *(w.model for w in suite(None))]
+    for model in models:
+        device = Device()
+        device.prepareModel_1_3(model)
+        assert walked == []
+        # the walk over the same pipeline agrees (asked through a replaced pipeline)
+        asking = Device()
+        counting = _counting(asking)
+        answer = asking.explainSupportedOperations(model)
+        assert answer == ([True] * len(model.main.operations), {})
+        assert counting.asked and walked == [model]
+        walked.clear()
+
+
+def test_the_walk_still_answers_when_an_operation_was_not_checked_or_rules_apply():
+    mb = ModelBuilder()
+    g = mb.main
+    x = g.input(F32, [2])
+    t = g.temporary(F32, [2])
+    y = g.output(F32, [2])
+    g.operation(Op.OEM_OPERATION, [x], [t])
+    _add(g, t, t, y)
+    with pytest.raises(InvalidArgument, match=r"operation 0 \(OEM_OPERATION\)"):
+        Device().prepareModel_1_3(mb.build())
+    with pytest.raises(InvalidArgument, match="excluded by profile 'no-add'"):
+        _device("no-add", exclude_operations=["ADD"]).prepareModel_1_3(nested_model())
