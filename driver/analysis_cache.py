@@ -290,13 +290,13 @@ class AnalysisCache:
         entry.version = lookup.version
         entry.key = lookup._key  # _UNKNOWN unless a lookup of the same outline made it
         with self._lock:
-            numbers = self._outlines.setdefault(lookup.outline, [])
             if entry.key is not _UNKNOWN:
+                numbers = self._outlines.get(lookup.outline, ())
                 for number in [n for n in numbers if self._entries[n].key == entry.key]:
-                    self._remove(number)
+                    self._remove(number)  # (may drop the outline's list: fetched again below)
             self._serial += 1
             self._entries[self._serial] = entry
-            numbers.append(self._serial)
+            self._outlines.setdefault(lookup.outline, []).append(self._serial)
             self._bytes += size
             while len(self._entries) > MAX_ENTRIES or self._bytes > MAX_BYTES:
                 self._remove(next(iter(self._entries)))

@@ -129,6 +129,28 @@ def test_models_of_one_outline_are_told_apart_by_their_keys(validations):
     assert len(validations) == 4
 
 
+def test_an_entry_replaced_by_its_key_leaves_the_new_one_found_and_dropped_cleanly(
+    validations, monkeypatch
+):
+    # other constants under the same key replace the only entry of their outline; the new
+    # entry must then be found, and dropped without a trace when the cache is full
+    device = Device()
+    device.prepareModel_1_3(_add_model(1.0))
+    device.prepareModel_1_3(_add_model(2.0))  # replaces the entry of 1.0
+    device.prepareModel_1_3(_add_model(2.0))  # found
+    assert len(validations) == 2 and len(device.analyses) == 1
+    monkeypatch.setattr(analysis_cache, "MAX_ENTRIES", 2)
+    for addend in (3.0, 4.0, 5.0, 3.0, 6.0):  # each replaces or evicts the one before
+        device.prepareModel_1_3(_sub_model())
+        device.prepareModel_1_3(_add_model(addend))
+    assert len(device.analyses) == 2
+    cache = device.analyses
+    assert sorted(n for numbers in cache._outlines.values() for n in numbers) == sorted(
+        cache._entries
+    )
+    assert cache.drop_owner(None) == 2 and len(cache) == 0 and not cache._outlines
+
+
 def test_a_refused_model_is_not_kept(validations):
     device = Device()
     for _ in range(2):
