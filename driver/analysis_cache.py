@@ -288,7 +288,9 @@ class AnalysisCache:
         entry.owner = owner()
         entry.outline = lookup.outline
         entry.version = lookup.version
-        entry.key = lookup._key  # _UNKNOWN unless a lookup of the same outline made it
+        # _UNKNOWN unless a lookup of the same outline made it (an entry whose model turns
+        # out to have no exact key, unusual field types, is never found and ages out)
+        entry.key = lookup._key
         with self._lock:
             if entry.key is not _UNKNOWN:
                 numbers = self._outlines.get(lookup.outline, ())
