@@ -23,8 +23,14 @@ ResNet-18 read 20.9 ms of thread CPU after the other models (the allocator
 served it memory already touched) and 69-80 ms in the others, fresh pages
 being the larger part of its cost and of ours (67 MB of transformed filters).
 
+``--separate`` goes further: each side in a process of its own (this script run
+with ``--side prepare`` and ``--side session``), so neither side's allocations
+warm or cool the other's memory: in one process, onnxruntime's ResNet-18
+session read 39-42 ms of thread CPU against one version of the preparation and
+23-25 ms against another that freed its memory differently.
+
 Usage: python bench/prepare_vs_ort.py [WORKLOAD ...] [--runs N] [--cold] [--isolated]
-    [--first-run]
+    [--separate] [--first-run]
 (needs the bench extra: pip install -e '.[bench]')
 """
 
@@ -98,7 +104,14 @@ def main() -> None:
         action="store_true",
         help="time preparation and the first execution (session creation and its first run)",
     )
+    parser.add_argument(
+        "--separate", action="store_true", help="each side of each workload in its own process"
+    )
+    parser.add_argument("--side", choices=["prepare", "session"], help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.separate:
+        _separate(args)
+        return
     if args.isolated:
         _isolated(args)
         return
@@ -113,10 +126,12 @@ def main() -> None:
                 "prepare": lambda m=model, xs=inputs: device.prepareModel_1_3(m).compiled.run(xs),
                 "session": lambda make=session, run=run_session: run(make()),
             }
+        if args.side is not None:
+            ways = {args.side: ways[args.side]}
         for fn in ways.values():  # imports and first-use costs out of the way
             fn()
-        samples: dict[str, list[float]] = {"prepare": [], "session": []}
-        walls: dict[str, list[float]] = {"prepare": [], "session": []}
+        samples: dict[str, list[float]] = {what: [] for what in ways}
+        walls: dict[str, list[float]] = {what: [] for what in ways}
         for _ in range(args.runs):
             if args.cold:
                 code_cache.clear()
@@ -131,8 +146,35 @@ def main() -> None:
             f"wall {statistics.median(walls[what]):.2f}"
             for what, v in samples.items()
         ]
+        if args.side is not None:
+            print(f"{name:14s} {cells[0]}", flush=True)
+            continue
         ratio = statistics.median(samples["prepare"]) / statistics.median(samples["session"])
         print(f"{name:14s} {'  '.join(cells)}  cpu ratio {ratio:.2f}", flush=True)
+
+
+def _separate(args) -> None:
+    """Each side of each workload by a fresh run of this script; one line per workload."""
+    print(f"ms, median (lowest) of {args.runs}, each side in a process of its own; "
+          f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
+    for name in args.workloads:
+        cells, medians = [], []
+        for side in ("prepare", "session"):
+            command = [sys.executable, __file__, name, "--runs", str(args.runs), "--side", side]
+            if args.cold:
+                command.append("--cold")
+            if args.first_run:
+                command.append("--first-run")
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+                cells.append(f"{side} failed: {last}")
+                continue
+            cell = done.stdout.strip().splitlines()[-1][len(name) :].strip()
+            cells.append(cell)
+            medians.append(float(cell.split()[2]))  # "<side> cpu <median> (...)"
+        ratio = f"  cpu ratio {medians[0] / medians[1]:.2f}" if len(medians) == 2 else ""
+        print(f"{name:14s} {'  '.join(cells)}{ratio}", flush=True)
 
 
 def _isolated(args) -> None:
