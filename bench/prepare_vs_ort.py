@@ -153,6 +153,20 @@ def main() -> None:
         print(f"{name:14s} {'  '.join(cells)}  cpu ratio {ratio:.2f}", flush=True)
 
 
+def _rerun(args, name: str, *extra: str) -> tuple[str | None, str]:
+    """This script run again for workload ``name`` with ``args``' settings and ``extra``:
+    (its last output line, "") or (None, why it failed)."""
+    command = [sys.executable, __file__, name, "--runs", str(args.runs), *extra]
+    if args.cold:
+        command.append("--cold")
+    if args.first_run:
+        command.append("--first-run")
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        return None, (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+    return done.stdout.strip().splitlines()[-1], ""
+
+
 def _separate(args) -> None:
     """Each side of each workload by a fresh run of this script; one line per workload."""
     print(f"ms, median (lowest) of {args.runs}, each side in a process of its own; "
@@ -160,17 +174,11 @@ def _separate(args) -> None:
     for name in args.workloads:
         cells, medians = [], []
         for side in ("prepare", "session"):
-            command = [sys.executable, __file__, name, "--runs", str(args.runs), "--side", side]
-            if args.cold:
-                command.append("--cold")
-            if args.first_run:
-                command.append("--first-run")
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
-            if done.returncode != 0:
-                last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-                cells.append(f"{side} failed: {last}")
+            line, why = _rerun(args, name, "--side", side)
+            if line is None:
+                cells.append(f"{side} failed: {why}")
                 continue
-            cell = done.stdout.strip().splitlines()[-1][len(name) :].strip()
+            cell = line[len(name) :].strip()
             cells.append(cell)
             medians.append(float(cell.split()[2]))  # "<side> cpu <median> (...)"
         ratio = f"  cpu ratio {medians[0] / medians[1]:.2f}" if len(medians) == 2 else ""
@@ -182,17 +190,8 @@ def _isolated(args) -> None:
     print(f"ms, median (lowest) of {args.runs}, each workload in a process of its own; "
           f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
     for name in args.workloads:
-        command = [sys.executable, __file__, name, "--runs", str(args.runs)]
-        if args.cold:
-            command.append("--cold")
-        if args.first_run:
-            command.append("--first-run")
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-            print(f"{name:14s} failed: {last}", flush=True)
-            continue
-        print(done.stdout.strip().splitlines()[-1], flush=True)
+        line, why = _rerun(args, name)
+        print(line if line is not None else f"{name:14s} failed: {why}", flush=True)
 
 
 if __name__ == "__main__":
