@@ -150,7 +150,7 @@ class _Inference:
             operand = operands[index]
             if operand.type in _TENSOR_TYPES:
                 static[index] = shape = tuple(value.shape)
-                if shape == tuple(operand.dimensions):
+                if shape and shape == tuple(operand.dimensions):
                     declared.add(index)
         for step in plan.steps:
             candidates = self._candidates(plan, step, static, declared)
@@ -166,8 +166,8 @@ class _Inference:
                 ):
                     proven.add(position)
                     static[index] = shape
-                    if shape == dims:
-                        declared.add(index)
+                    if shape == dims and dims:  # (a rank-0 result of unknown declared rank
+                        declared.add(index)  # is described with dimensions None)
                 else:
                     full = _declared_full(operand)
                     if full is not None:  # the runtime check guarantees it
