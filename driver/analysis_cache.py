@@ -79,22 +79,26 @@ _LIFETIME = OperandLifeTime
 _CHANNEL_QUANT = SymmPerChannelQuantParams
 
 
+def _keepable(model: Model) -> bool:
+    """Not: pools other than inline bytes, extension prefixes, a flag that is not a bool."""
+    if model.extensionNameToPrefix or type(model.operandValues) is not bytes:
+        return False
+    for pool in model.pools:
+        if type(pool) is not InlineMemory or type(pool.data) is not bytes:
+            return False
+    return type(model.relaxComputationFloat32toFloat16) is bool
+
+
 def model_outline(model: Model, version: int) -> tuple | None:
     """What an identical model has alike, cheaply: the client, the version, the flag,
     the constant data's sizes and each subgraph's counts; None when the model is never
-    kept (pools other than inline bytes, extension prefixes, a flag that is not a bool)."""
-    if model.extensionNameToPrefix or type(model.operandValues) is not bytes:
-        return None
-    for pool in model.pools:
-        if type(pool) is not InlineMemory or type(pool.data) is not bytes:
-            return None
-    relaxed = model.relaxComputationFloat32toFloat16
-    if type(relaxed) is not bool:
+    kept (``_keepable``)."""
+    if not _keepable(model):
         return None
     return (
         owner(),
         int(version),
-        relaxed,
+        model.relaxComputationFloat32toFloat16,
         tuple([len(data) for data in _data(model)]),
         tuple(
             [
@@ -116,7 +120,7 @@ def model_key(model: Model, version: int, client: Any = _UNKNOWN) -> bytes | Non
     or operand lifetimes and extra parameters of unexpected types. ``client``: whose
     entry it keys (default: the client being served, ``code_cache.owner``).
     """
-    if model_outline(model, version) is None:
+    if not _keepable(model):
         return None
     parts: list[Any] = [owner() if client is _UNKNOWN else client, int(version)]
     parts.append(model.relaxComputationFloat32toFloat16)
