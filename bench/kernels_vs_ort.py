@@ -7,7 +7,9 @@ each runtime's native layout, the input transposed once beforehand):
 - dw: DEPTHWISE_CONV_2D 1x112x112x64, 3x3, SAME (Conv with group = 64);
 - fc: FULLY_CONNECTED 1x1024 -> 1000 (Gemm with transB);
 - conv_q8 / dw_q8: the same convolutions in TENSOR_QUANT8_ASYMM (QLinearConv);
-- maxpool / avgpool: 1x112x112x64, 2x2 stride 2 (MaxPool / AveragePool).
+- maxpool / avgpool: 1x112x112x64, 2x2 stride 2 (MaxPool / AveragePool);
+- tconv: TRANSPOSE_CONV_2D 1x56x56x64 -> 1x112x112x32, 3x3, stride 2 (ConvTranspose);
+- gconv: GROUPED_CONV_2D 1x56x56x128, 4 groups, 128 filters 3x3, SAME (Conv, group = 4).
 
 Rounds interleave the runtimes (a block of calls of each per round); the
 report gives the median per call in ms and the ratio nnhal / onnxruntime of
@@ -93,8 +95,14 @@ def conv_case(rng, depthwise: bool, quant: bool):
             "QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "b"], ["y"], **attrs
         )
         inits = {
-            "xs": np.float32(xs), "xz": np.uint8(xz), "w": w_onnx, "ws": np.float32(ws),
-            "wz": np.uint8(wz), "ys": np.float32(ys), "yz": np.uint8(yz), "b": b,
+            "xs": np.float32(xs),
+            "xz": np.uint8(xz),
+            "w": w_onnx,
+            "ws": np.float32(ws),
+            "wz": np.uint8(wz),
+            "ys": np.float32(ys),
+            "yz": np.uint8(yz),
+            "b": b,
         }
     else:
         elem = TensorProto.FLOAT
@@ -133,11 +141,77 @@ def pool_case(rng, kind: str):
     op = O.MAX_POOL_2D if kind == "max" else O.AVERAGE_POOL_2D
     g.operation(op, [inp, *[g.constant(T.INT32, v) for v in (VALID, 2, 2, 2, 2, 0)]], [out])
     node = helper.make_node(
-        "MaxPool" if kind == "max" else "AveragePool", ["x"], ["y"], kernel_shape=[2, 2],
+        "MaxPool" if kind == "max" else "AveragePool",
+        ["x"],
+        ["y"],
+        kernel_shape=[2, 2],
         strides=[2, 2],
     )
     f = TensorProto.FLOAT
     onnx = _onnx([node], [("x", f, [1, 64, 112, 112])], [("y", f, [1, 64, 56, 56])], {})
+    return mb.build(), x, onnx, np.ascontiguousarray(x.transpose(0, 3, 1, 2)), (0, 2, 3, 1), False
+
+
+def transpose_conv_case(rng):
+    """TRANSPOSE_CONV_2D 1x56x56x64 -> 1x112x112x32, 3x3 filter, stride 2, explicit
+    padding (0, 1) on each axis (ONNX ConvTranspose with pads [0, 0, 1, 1])."""
+    from onnx import TensorProto, helper
+
+    c, o = 64, 32
+    x = rng.standard_normal((1, 56, 56, c), dtype=np.float32)
+    w = (rng.standard_normal((o, 3, 3, c)) * 0.05).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    mb = ModelBuilder()
+    g = mb.main
+    inp = g.input(T.TENSOR_FLOAT32, [1, 56, 56, c])
+    out = g.output(T.TENSOR_FLOAT32, [1, 112, 112, o])
+    wc, bc = g.constant(T.TENSOR_FLOAT32, w), g.constant(T.TENSOR_FLOAT32, b)
+    scalars = [g.constant(T.INT32, v) for v in (0, 1, 0, 1, 2, 2, 0)]
+    g.operation(O.TRANSPOSE_CONV_2D, [inp, wc, bc, *scalars, g.constant(T.BOOL, False)], [out])
+    node = helper.make_node(
+        "ConvTranspose",
+        ["x", "w", "b"],
+        ["y"],
+        kernel_shape=[3, 3],
+        strides=[2, 2],
+        pads=[0, 0, 1, 1],
+    )
+    f = TensorProto.FLOAT
+    onnx = _onnx(
+        [node],
+        [("x", f, [1, c, 56, 56])],
+        [("y", f, [1, o, 112, 112])],
+        {"w": np.ascontiguousarray(w.transpose(3, 0, 1, 2)), "b": b},
+    )
+    return mb.build(), x, onnx, np.ascontiguousarray(x.transpose(0, 3, 1, 2)), (0, 2, 3, 1), False
+
+
+def grouped_conv_case(rng):
+    """GROUPED_CONV_2D 1x56x56x128, 4 groups of 32 channels, 128 filters 3x3, SAME
+    (ONNX Conv with group = 4)."""
+    from onnx import TensorProto, helper
+
+    c, o, groups = 128, 128, 4
+    x = rng.standard_normal((1, 56, 56, c), dtype=np.float32)
+    w = (rng.standard_normal((o, 3, 3, c // groups)) * 0.05).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    mb = ModelBuilder()
+    g = mb.main
+    inp = g.input(T.TENSOR_FLOAT32, [1, 56, 56, c])
+    out = g.output(T.TENSOR_FLOAT32, [1, 56, 56, o])
+    wc, bc = g.constant(T.TENSOR_FLOAT32, w), g.constant(T.TENSOR_FLOAT32, b)
+    scalars = [g.constant(T.INT32, v) for v in (SAME, 1, 1, groups, 0)]
+    g.operation(O.GROUPED_CONV_2D, [inp, wc, bc, *scalars, g.constant(T.BOOL, False)], [out])
+    node = helper.make_node(
+        "Conv", ["x", "w", "b"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=groups
+    )
+    f = TensorProto.FLOAT
+    onnx = _onnx(
+        [node],
+        [("x", f, [1, c, 56, 56])],
+        [("y", f, [1, o, 56, 56])],
+        {"w": np.ascontiguousarray(w.transpose(0, 3, 1, 2)), "b": b},
+    )
     return mb.build(), x, onnx, np.ascontiguousarray(x.transpose(0, 3, 1, 2)), (0, 2, 3, 1), False
 
 
@@ -149,6 +223,8 @@ CASES = {
     "dw_q8": lambda r: conv_case(r, True, True),
     "maxpool": lambda r: pool_case(r, "max"),
     "avgpool": lambda r: pool_case(r, "avg"),
+    "tconv": transpose_conv_case,
+    "gconv": grouped_conv_case,
 }
 
 
@@ -189,8 +265,17 @@ def main() -> None:
             agree = f"max |diff| {float(np.abs(ours - theirs).max()):.2e}"
         t_one = _block(lambda c=compiled, x=x: c.run([x]), 1)
         reps = max(1, min(200, int(50 / max(t_one, 0.01))))
-        runs.append((name, lambda c=compiled, x=x: c.run([x]),
-                     lambda s=sess, x=x_peer: s.run(None, {"x": x}), reps, agree, [], []))
+        runs.append(
+            (
+                name,
+                lambda c=compiled, x=x: c.run([x]),
+                lambda s=sess, x=x_peer: s.run(None, {"x": x}),
+                reps,
+                agree,
+                [],
+                [],
+            )
+        )
     for _ in range(args.rounds):
         for name, ours, theirs, reps, _, a, b in runs:
             a.append(_block(ours, reps))
@@ -200,8 +285,10 @@ def main() -> None:
     for name, _, _, _, agree, a, b in runs:
         ratios = sorted(x / y for x, y in zip(a, b))
         ma, mb = statistics.median(a), statistics.median(b)
-        print(f"{name:<9} {ma:>9.3f} {mb:>9.3f} {ma / mb:>6.2f}x "
-              f"{f'{ratios[0]:.2f}-{ratios[-1]:.2f}x':>13}  {agree}")
+        print(
+            f"{name:<9} {ma:>9.3f} {mb:>9.3f} {ma / mb:>6.2f}x "
+            f"{f'{ratios[0]:.2f}-{ratios[-1]:.2f}x':>13}  {agree}"
+        )
 
 
 if __name__ == "__main__":

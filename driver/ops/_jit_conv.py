@@ -383,9 +383,11 @@ def requantize_fixed(acc, bias, mult, left, right, zp, lo, hi, out):
 
 
 @_jit
-def winograd_input(x, top, left, ty0, ty1, rows, v):
+def winograd_input(x, c0, top, left, ty0, ty1, rows, v):
     """v [16, T, C] = the Winograd F(2x2, 3x3) input tiles ``B^T d B`` of tile rows
-    ty0..ty1 of one NHWC image ``x`` [H, W, C] (zero outside it), T = (ty1 - ty0) * TW.
+    ty0..ty1 of channels c0 .. c0 + C of one NHWC image ``x`` [H, W, >= c0 + C] (zero
+    outside it), T = (ty1 - ty0) * TW, C = ``v.shape[2]`` (a group of a
+    GROUPED_CONV_2D reads its channels in place).
 
     Tile (ty, tx) reads the 4x4 window at input (2 ty - top, 2 tx - left). Its
     transform is separable: ``rows`` [(ty1 - ty0) * 2 + 2, TW, 4, C] first holds
@@ -399,7 +401,9 @@ def winograd_input(x, top, left, ty0, ty1, rows, v):
     (a tile's 16 values mix its whole window), so the caller then convolves
     another way.
     """
-    h, w, c_count = x.shape
+    h, w = x.shape[0], x.shape[1]
+    c_count = v.shape[2]
+    first = _U(c0)  # unsigned: a signed index numba cannot prove non-negative blocks SIMD
     tw = rows.shape[1]
     y_first = 2 * ty0 - top
     for r in range(2 * (ty1 - ty0) + 2):
@@ -414,20 +418,20 @@ def winograd_input(x, top, left, ty0, ty1, rows, v):
             x0 = 2 * tx - left
             if x0 >= 0 and x0 + 4 <= w:
                 for c in range(c_count):
-                    a0 = x[y, x0, c]
-                    a1 = x[y, x0 + 1, c]
-                    a2 = x[y, x0 + 2, c]
-                    a3 = x[y, x0 + 3, c]
+                    a0 = x[y, x0, first + _U(c)]
+                    a1 = x[y, x0 + 1, first + _U(c)]
+                    a2 = x[y, x0 + 2, first + _U(c)]
+                    a3 = x[y, x0 + 3, first + _U(c)]
                     rows[r, tx, 0, c] = a0 - a2
                     rows[r, tx, 1, c] = a1 + a2
                     rows[r, tx, 2, c] = a2 - a1
                     rows[r, tx, 3, c] = a1 - a3
             else:  # a tile on the left or right edge: its columns outside are zero
                 for c in range(c_count):
-                    a0 = x[y, x0, c] if 0 <= x0 < w else np.float32(0.0)
-                    a1 = x[y, x0 + 1, c] if 0 <= x0 + 1 < w else np.float32(0.0)
-                    a2 = x[y, x0 + 2, c] if 0 <= x0 + 2 < w else np.float32(0.0)
-                    a3 = x[y, x0 + 3, c] if 0 <= x0 + 3 < w else np.float32(0.0)
+                    a0 = x[y, x0, first + _U(c)] if 0 <= x0 < w else np.float32(0.0)
+                    a1 = x[y, x0 + 1, first + _U(c)] if 0 <= x0 + 1 < w else np.float32(0.0)
+                    a2 = x[y, x0 + 2, first + _U(c)] if 0 <= x0 + 2 < w else np.float32(0.0)
+                    a3 = x[y, x0 + 3, first + _U(c)] if 0 <= x0 + 3 < w else np.float32(0.0)
                     rows[r, tx, 0, c] = a0 - a2
                     rows[r, tx, 1, c] = a1 + a2
                     rows[r, tx, 2, c] = a2 - a1
@@ -539,19 +543,23 @@ def winograd_filter(w, u):
 
 
 @_jit
-def winograd_output(m, bias, ty0, ty1, out, lo, hi):
-    """Output rows 2 ty0 .. 2 ty1 of one NHWC image ``out`` [OH, OW, O] from the
-    products ``m`` [16, T, O] of those tile rows: ``A^T m A`` per tile, plus the
-    bias, clamped to [lo, hi] (NaN passes); a tile's pixels beyond OH or OW are
-    dropped."""
-    oh, ow, o_count = out.shape
+def winograd_output(m, bias, ty0, ty1, out, o0, lo, hi):
+    """Output rows 2 ty0 .. 2 ty1 of channels o0 .. o0 + O of one NHWC image ``out``
+    [OH, OW, >= o0 + O] from the products ``m`` [16, T, O] of those tile rows:
+    ``A^T m A`` per tile, plus the bias, clamped to [lo, hi] (NaN passes); a tile's
+    pixels beyond OH or OW are dropped."""
+    oh, ow = out.shape[0], out.shape[1]
+    o_count = m.shape[2]
+    first = _U(o0)  # unsigned: a signed index numba cannot prove non-negative blocks SIMD
     tw = (ow + 1) // 2
     t = 0
     for ty in range(ty0, ty1):
         oy = 2 * ty
         for tx in range(tw):
             ox = 2 * tx
-            for o in range(o_count):
+            for oi in range(o_count):
+                o = _U(oi)
+                oc = first + o
                 r00 = m[0, t, o] + m[4, t, o] + m[8, t, o]
                 r01 = m[1, t, o] + m[5, t, o] + m[9, t, o]
                 r02 = m[2, t, o] + m[6, t, o] + m[10, t, o]
@@ -565,13 +573,13 @@ def winograd_output(m, bias, ty0, ty1, out, lo, hi):
                 y01 = r01 - r02 - r03 + b
                 y10 = r10 + r11 + r12 + b
                 y11 = r11 - r12 - r13 + b
-                out[oy, ox, o] = lo if y00 < lo else (hi if y00 > hi else y00)  # noqa: FURB136 (NaN passes)
+                out[oy, ox, oc] = lo if y00 < lo else (hi if y00 > hi else y00)  # noqa: FURB136 (NaN passes)
                 if ox + 1 < ow:
-                    out[oy, ox + 1, o] = lo if y01 < lo else (hi if y01 > hi else y01)  # noqa: FURB136 (NaN passes)
+                    out[oy, ox + 1, oc] = lo if y01 < lo else (hi if y01 > hi else y01)  # noqa: FURB136 (NaN passes)
                 if oy + 1 < oh:
-                    out[oy + 1, ox, o] = lo if y10 < lo else (hi if y10 > hi else y10)  # noqa: FURB136 (NaN passes)
+                    out[oy + 1, ox, oc] = lo if y10 < lo else (hi if y10 > hi else y10)  # noqa: FURB136 (NaN passes)
                     if ox + 1 < ow:
-                        out[oy + 1, ox + 1, o] = lo if y11 < lo else (hi if y11 > hi else y11)  # noqa: FURB136 (NaN passes)
+                        out[oy + 1, ox + 1, oc] = lo if y11 < lo else (hi if y11 > hi else y11)  # noqa: FURB136 (NaN passes)
             t += 1
 
 

@@ -513,6 +513,12 @@ def _prepared_weights(kind: Kind, params: Params, dtype, offset: int = 0):
 
 
 def _float_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., np.ndarray]:
+    if kind is GROUPED and kernels.jit_wanted() and _by_groups(ctx, params):
+        return _grouped_float_kernel(ctx, params, lambda: _plain_float_kernel(ctx, kind, params))
+    return _plain_float_kernel(ctx, kind, params)
+
+
+def _plain_float_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., np.ndarray]:
     out_dtype = dtype_of(ctx.outputs[0].type)
     geometry = _geometry(ctx, kind, params)
     accumulate = _accumulate(kind, params, f32)
@@ -580,6 +586,102 @@ def _float_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[..., n
     return kernel
 
 
+#: the fewest filter channels times filters per group for which a GROUPED_CONV_2D
+#: goes group by group through CONV_2D's compiled paths (below, numpy's batched
+#: matmul takes the whole: a Python round per group costs more than it saves)
+GROUP_MIN_PRODUCT = 64
+
+
+def _by_groups(ctx: OpContext, params: Params) -> bool:
+    """Whether a GROUPED_CONV_2D may go group by group: its filter's channels times
+    filters per group reach ``GROUP_MIN_PRODUCT``, or its shape is not known yet."""
+    dims = ctx.inputs[1].dimensions
+    if not dims or not all(dims):
+        return True
+    o, _, _, cg = dims
+    return cg * (o // params.extra["groups"]) >= GROUP_MIN_PRODUCT
+
+
+def _grouped_float_kernel(
+    ctx: OpContext, params: Params, make_whole: Callable[[], Callable[..., np.ndarray]]
+) -> Callable[..., np.ndarray]:
+    """A float GROUPED_CONV_2D with numba: each group a CONV_2D of its channels.
+
+    A group goes by Winograd's F(2x2, 3x3) when it takes it (the group's filter
+    transformed here when constant), reading its input channels and writing its
+    output channels in place; else its channels are copied out contiguous,
+    convolved by the compiled im2col slabs and copied into the output. The bias
+    and the activation are fused either way. numpy's batched matmul
+    (the reference, ``_accumulate``) copied the whole im2col of every group through a
+    strided view first, then the output once more. Groups of few channels (a product
+    of filter channels and filters per group below ``GROUP_MIN_PRODUCT``) keep it:
+    ``make_whole()`` builds that kernel when a filter given at run time has them.
+    """
+    out_dtype = dtype_of(ctx.outputs[0].type)
+    groups = params.extra["groups"]
+    geometry = _geometry(ctx, GROUPED, params)
+    nchw = params.nchw
+    w_const, b_const = ctx.constant(1), ctx.constant(2)
+    b_f32 = None if b_const is None else b_const.astype(f32)
+    dims = ctx.outputs[0].dimensions
+    out_dims = nhwc_dims(dims, nchw) if dims is not None and len(dims) == 4 else None
+    whole: list[Callable[..., np.ndarray]] = []
+    parts: list[np.ndarray | None] = [None] * groups
+    if w_const is not None:
+        w32 = np.ascontiguousarray(w_const, dtype=f32)
+        og = w32.shape[0] // groups
+        parts = [w32[g * og : (g + 1) * og] for g in range(groups)]
+    winograds = [_jit_winograd(params, part, out_dims) for part in parts]
+    mats = [None if part is None else _conv_matrix(part, f32) for part in parts]
+    bias_clamp = _jit_bias_clamp(params)
+    clamp = float_clamp(params.activation)
+
+    def finish(acc: np.ndarray, bias: np.ndarray) -> None:
+        if not bias_clamp(acc, bias):
+            acc += bias
+            if clamp is not None:
+                clamp(acc)
+
+    def kernel(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+        o, _, _, cg = w.shape
+        og = o // groups if groups else 0
+        if cg * og < GROUP_MIN_PRODUCT:
+            if not whole:
+                whole.append(make_whole())
+            return whole[0](x, w, b)
+        xn = to_nhwc(x, nchw)
+        geo = geometry(xn.shape, w.shape, b.shape)
+        if xn.dtype != f32:
+            xn = xn.astype(f32)
+        bias = b_f32 if b_f32 is not None else np.ascontiguousarray(b, dtype=f32)
+        _, _, oh, ow = geo
+        n = xn.shape[0]
+        out = np.empty((n, oh, ow, o), dtype=f32)
+        xn = np.ascontiguousarray(xn)
+        part = None
+        for g in range(groups):
+            wg = w[g * og : (g + 1) * og]
+            if wg.dtype != f32:
+                wg = wg.astype(f32)
+            bg = bias[g * og : (g + 1) * og]
+            if winograds[g](xn, wg, bg, out, geo, g * cg, g * og):
+                continue
+            # im2col: the group's channels copied out, its result copied in
+            xg = np.ascontiguousarray(xn[..., g * cg : (g + 1) * cg])
+            if part is None:
+                part = out if groups == 1 else np.empty((n, oh, ow, og), dtype=f32)
+            wm = mats[g] if mats[g] is not None else _conv_matrix(wg, f32)
+            fill = _jit_im2col(params, xg, f32(0), wg.shape, geo)
+            target = _Target(part.reshape(-1, og), og, f32)
+            for _, _, acc in _conv_slabs(xg, wm, wg.shape, params, geo, target, fill):
+                finish(acc, bg)
+            if part is not out:
+                out[..., g * og : (g + 1) * og] = part
+        return from_nhwc(out, nchw).astype(out_dtype, copy=False)
+
+    return kernel
+
+
 def _activation_bounds(activation: int) -> tuple[np.float32, np.float32]:
     """The fused activation as clamp bounds (+-inf: none), in float32 like the values."""
     lo, hi = {1: (0, np.inf), 2: (-1, 1), 3: (0, 6)}.get(activation, (-np.inf, np.inf))
@@ -611,9 +713,11 @@ def _jit_bias_clamp(params: Params) -> Callable[..., bool]:
 
 
 def _jit_winograd(params: Params, w_const: np.ndarray | None, out_dims) -> Callable[..., bool]:
-    """(x NHWC float32, filter, bias, out, geometry) -> whether Winograd's F(2x2, 3x3)
-    filled ``out`` (False: the convolution is not one it takes, ``_winograd.eligible``,
-    a value was not finite, or numba failed; the im2col path runs).
+    """(x NHWC float32, filter, bias, out, geometry[, c0, o0]) -> whether Winograd's
+    F(2x2, 3x3) filled ``out`` (False: the convolution is not one it takes,
+    ``_winograd.eligible``, a value was not finite, or numba failed; the im2col path
+    runs). ``c0`` / ``o0``: the first input and output channel of a group of a
+    GROUPED_CONV_2D, whose filter ``w`` is the group's.
 
     A constant filter is transformed here, with the model's other weights, when the
     declared output shape (``out_dims``, NHWC, 0 = unknown) shows it will be taken
@@ -628,9 +732,9 @@ def _jit_winograd(params: Params, w_const: np.ndarray | None, out_dims) -> Calla
         if _winograd.eligible(w_shape, params.stride, params.dilation, w_shape[3], oh, ow):
             kept["u"] = _filter_transform(w_const)
 
-    def run(x, w, bias, out, geo) -> bool:
+    def run(x, w, bias, out, geo, c0=0, o0=0) -> bool:
         _, _, oh, ow = geo
-        if not _winograd.eligible(w.shape, params.stride, params.dilation, x.shape[3], oh, ow):
+        if not _winograd.eligible(w.shape, params.stride, params.dilation, w.shape[3], oh, ow):
             return False
         module = kernels.jit_module()
         if module is None:
@@ -644,7 +748,7 @@ def _jit_winograd(params: Params, w_const: np.ndarray | None, out_dims) -> Calla
         if u is None:
             return False
         try:
-            return _winograd.convolve(module, x, u, bias, geo, out, lo, hi)
+            return _winograd.convolve(module, x, u, bias, geo, out, lo, hi, c0, o0)
         except Exception as exc:  # noqa: BLE001 (a compile failure: numpy from now on)
             kernels.run_failed(exc)
             return False

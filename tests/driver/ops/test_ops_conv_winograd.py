@@ -351,3 +351,155 @@ def test_running_out_of_memory_is_not_a_compile_failure(monkeypatch):
         compiled.run(inputs)
     assert info.value.status == ErrorStatus.RESOURCE_EXHAUSTED_TRANSIENT
     assert kernels.jit_wanted()
+
+
+# ---------------------------------------------------------------------------
+# GROUPED_CONV_2D group by group (channel windows of one input and output)
+# ---------------------------------------------------------------------------
+
+
+def _grouped_model(x_shape, o, groups, padding, *, stride=1, k=3, activation=0, nchw=False,
+                   filter_input=False, seed=0):  # fmt: skip
+    """A float32 GROUPED_CONV_2D; ``padding`` SAME / VALID or (left, right, top, bottom).
+    Returns (model, inputs, x NHWC, w, b)."""
+    rng = np.random.default_rng(seed)
+    n, h, w, c = x_shape
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    wv = (rng.standard_normal((o, k, k, c // groups)) * 0.2).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    tt = T.TENSOR_FLOAT32
+    mb = ModelBuilder()
+    g = mb.main
+    inp = g.input(tt, [n, c, h, w] if nchw else [n, h, w, c])
+    wop = g.input(tt, wv.shape) if filter_input else g.constant(tt, wv)
+    pads = [padding] if isinstance(padding, int) else list(padding)
+    scalars = [*pads, stride, stride, groups, activation]
+    ins = [inp, wop, g.constant(tt, b), *(g.constant(T.INT32, v) for v in scalars)]
+    g.operation(Op.GROUPED_CONV_2D, [*ins, g.constant(T.BOOL, nchw)], [g.output(tt, [0] * 4)])
+    xin = np.ascontiguousarray(x.transpose(0, 3, 1, 2)) if nchw else x
+    return mb.build(), [xin, wv] if filter_input else [xin], x, wv, b
+
+
+def _grouped_reference(x, w, b, groups, padding, activation):
+    """Each group's direct convolution in float64 (3x3, unit stride), side by side."""
+    cg, og = w.shape[3], w.shape[0] // groups
+    return np.concatenate([
+        _reference(x[..., g * cg : (g + 1) * cg], w[g * og : (g + 1) * og],
+                   b[g * og : (g + 1) * og], padding, activation)
+        for g in range(groups)
+    ], axis=-1)  # fmt: skip
+
+
+GROUPED_CASES = [  # (NHWC input shape, filters, groups, padding)
+    ((1, 12, 10, 64), 64, 4, SAME),  # 16 channels and 16 filters a group
+    ((2, 9, 11, 48), 24, 2, (0, 2, 1, 0)),  # a batch, odd sizes, uneven explicit padding
+    ((1, 20, 18, 96), 96, 3, VALID),  # channels off the SIMD width per group, bands
+]
+
+
+@pytest.mark.parametrize("shape,o,groups,padding", GROUPED_CASES, ids=lambda v: str(v))
+@pytest.mark.parametrize("activation", [0, 3])
+def test_grouped_conv_goes_by_winograd_group_by_group(
+    winograd_calls, shape, o, groups, padding, activation
+):
+    model, inputs, x, w, b = _grouped_model(shape, o, groups, padding, activation=activation)
+    (ours,) = _compiled(model, kernels.AUTO).run(inputs)
+    assert winograd_calls == [True] * groups
+    _assert_within(ours, _grouped_reference(x, w, b, groups, padding, activation),
+                   F32_ATOL, F32_RTOL)  # fmt: skip
+    (batched,) = _compiled(model, kernels.NUMPY).run(inputs)
+    _assert_within(ours, batched.astype(np.float64), F32_ATOL, F32_RTOL)
+
+
+def test_grouped_conv_in_nchw_and_with_a_filter_given_at_run_time(winograd_calls):
+    for nchw, filter_input in ((True, False), (False, True)):
+        model, inputs, x, w, b = _grouped_model(
+            (1, 11, 10, 64), 32, 4, SAME, nchw=nchw, filter_input=filter_input
+        )
+        (ours,) = _compiled(model, kernels.AUTO).run(inputs)
+        if nchw:
+            ours = ours.transpose(0, 2, 3, 1)
+        _assert_within(ours, _grouped_reference(x, w, b, 4, SAME, 0), F32_ATOL, F32_RTOL)
+    assert winograd_calls == [True] * 8
+
+
+@pytest.mark.parametrize("stride,k", [(2, 3), (1, 1), (1, 5)], ids=["strided", "1x1", "5x5"])
+def test_grouped_conv_that_winograd_does_not_take_goes_by_im2col_per_group(
+    winograd_calls, stride, k
+):
+    """Each group's channels through CONV_2D's compiled im2col slabs: the batched
+    numpy path's values (the same sums, one GEMM per group either way)."""
+    model, inputs, *_ = _grouped_model((2, 13, 9, 64), 48, 4, SAME, stride=stride, k=k,
+                                       activation=1)  # fmt: skip
+    (ours,) = _compiled(model, kernels.AUTO).run(inputs)
+    (batched,) = _compiled(model, kernels.NUMPY).run(inputs)
+    assert winograd_calls == []
+    assert ours.shape == batched.shape
+    _assert_within(ours, batched.astype(np.float64), F32_ATOL, F32_RTOL)
+
+
+def test_a_non_finite_input_sends_only_its_group_to_im2col(winograd_calls):
+    """A NaN in the channels of group 1: that group goes by im2col (its 3x3 outputs
+    around the NaN are NaN, as on the numpy path), the other groups by Winograd."""
+    model, inputs, *_ = _grouped_model((1, 12, 12, 64), 64, 4, SAME)
+    inputs[0][0, 5, 6, 16 + 3] = np.nan  # group 1's fourth channel
+    (ours,) = _compiled(model, kernels.AUTO).run(inputs)
+    (ref,) = _compiled(model, kernels.NUMPY).run(inputs)
+    assert winograd_calls == [True, False, True, True]
+    np.testing.assert_array_equal(np.isnan(ours), np.isnan(ref))
+    assert np.isnan(ours).sum() == 9 * 16  # the 3x3 outputs around it, group 1's filters
+    finite = ~np.isnan(ref)
+    _assert_within(ours[finite], ref[finite].astype(np.float64), F32_ATOL, F32_RTOL)
+
+
+def test_groups_of_few_channels_keep_the_batched_matmul(winograd_calls):
+    """4 channels times 4 filters a group (below ``GROUP_MIN_PRODUCT``), and one
+    channel a group (a depthwise-like grouping): numpy's batched form, whose values
+    the compiled path gives exactly."""
+    for shape, o, groups in (((1, 10, 10, 32), 32, 8), ((1, 9, 9, 16), 32, 16)):
+        model, inputs, *_ = _grouped_model(shape, o, groups, SAME, activation=3)
+        (ours,) = _compiled(model, kernels.AUTO).run(inputs)
+        (ref,) = _compiled(model, kernels.NUMPY).run(inputs)
+        np.testing.assert_array_equal(ours, ref)
+    assert winograd_calls == []
+
+
+def test_channel_windows_give_the_values_of_contiguous_copies():
+    """``convolve`` reading channels c0.. of the input and writing filters o0.. of the
+    output in place: the same values as on contiguous copies, and nothing outside
+    the output's window is written."""
+    rng = np.random.default_rng(11)
+    module = kernels.jit_module()
+    x = rng.standard_normal((2, 13, 11, 40)).astype(np.float32)
+    w = rng.standard_normal((24, 3, 3, 16)).astype(np.float32)
+    b = rng.standard_normal(24).astype(np.float32)
+    u = _winograd.filter_transform(w, module)
+    geo = (1, 1, 13, 11)  # SAME
+    lo, hi = np.float32(-np.inf), np.float32(np.inf)
+    alone = np.empty((2, 13, 11, 24), dtype=np.float32)
+    assert _winograd.convolve(module, np.ascontiguousarray(x[..., 20:36]), u, b, geo, alone, lo, hi)
+    out = np.full((2, 13, 11, 56), 7.0, dtype=np.float32)
+    assert _winograd.convolve(module, x, u, b, geo, out, lo, hi, 20, 30)
+    np.testing.assert_array_equal(out[..., 30:54], alone)
+    assert (out[..., :30] == 7.0).all() and (out[..., 54:] == 7.0).all()
+
+
+@pytest.mark.skipif(not VECTORS.is_dir(), reason=f"shared NNAPI vectors not found at {VECTORS}")
+def test_grouped_conv_vectors_pass_group_by_group(monkeypatch):
+    """Every float GROUPED_CONV_2D of the shared vectors sent group by group (the
+    threshold at 1; their filters are not 3x3 at unit stride, so each group goes by
+    the compiled im2col): NNAPI's tolerance still holds."""
+    from nnhal.driver.ops import conv
+
+    monkeypatch.setattr(conv, "GROUP_MIN_PRODUCT", 1)
+    built = []
+    real = conv._grouped_float_kernel
+    monkeypatch.setattr(conv, "_grouped_float_kernel", lambda *args: built.append(1) or real(*args))
+    tests = [t for t in _vector_tests() if "GROUPED_CONV_2D" in operations_used(t.model)]
+    failures = []
+    for t in tests:
+        outputs = _compiled(t.model, kernels.AUTO).run(t.inputs)
+        problems, _ = compare_outputs(t, outputs)
+        failures += [f"{t.name}: {p}" for p in problems]
+    assert not failures, failures[:10]
+    assert len(tests) >= 100 and len(built) >= 50
