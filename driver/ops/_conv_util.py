@@ -467,6 +467,13 @@ def float_clamp(activation: int) -> Callable[[np.ndarray], None] | None:
     return None
 
 
+def activation_bounds(activation: int) -> tuple[np.float32, np.float32]:
+    """A fused activation as the compiled kernels' clamp bounds (+-inf: none), in
+    float32 like the values."""
+    lo, hi = {1: (0, np.inf), 2: (-1, 1), 3: (0, 6)}.get(activation, (-np.inf, np.inf))
+    return np.float32(lo), np.float32(hi)
+
+
 def last_shape_cache(compute: Callable[..., tuple]) -> Callable[..., tuple]:
     """Memoize ``compute`` for the last key only (shapes rarely change between runs).
 

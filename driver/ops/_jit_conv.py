@@ -27,6 +27,9 @@ zero (for quantized inputs, ``x - zp_x`` is zero on the padding).
 - ``winograd_input`` / ``winograd_output``: the transforms of a float CONV_2D
   by Winograd's F(2x2, 3x3) (``_winograd`` runs them around its 16 GEMMs);
   ``winograd_filter`` transforms its filter once.
+- ``transpose_conv_float``: a float TRANSPOSE_CONV_2D's output from its
+  per-pixel products, each output pixel gathering its taps, the bias and the
+  clamp in one pass.
 - ``requantize_fixed``: the other outputs, by TFLite's integer
   ``MultiplyByQuantizedMultiplier`` itself, in int64 (exact for any
   accumulator, as the reference is).
@@ -581,6 +584,46 @@ def winograd_output(m, bias, ty0, ty1, out, o0, lo, hi):
                     if ox + 1 < ow:
                         out[oy + 1, ox + 1, oc] = lo if y11 < lo else (hi if y11 > hi else y11)  # noqa: FURB136 (NaN passes)
             t += 1
+
+
+@_jit
+def transpose_conv_float(cols, sh, sw, top, left, bias, lo, hi, out):
+    """out [N, OH, OW, O] = clamp(taps + bias) of a float TRANSPOSE_CONV_2D from
+    ``cols`` [N, H, W, KH, KW, O], the product of each input pixel by the filter.
+
+    Output pixel (oy, ox) sits at (oy + top, ox + left) of the uncropped output,
+    where input pixel (iy, ix) puts its tap (ky, kx) at (iy sh + ky, ix sw + kx):
+    each output pixel gathers the taps that land on it and is written once, where
+    numpy's form zeroes the uncropped output, adds each tap's strided plane into
+    it, crops a copy, then adds the bias and clamps in two more passes. The sums
+    are numpy's: from zero, taps in (ky, kx) order, then the bias.
+    """
+    n, h, w, kh, kw, o_count = cols.shape
+    oh, ow = out.shape[1], out.shape[2]
+    acc = np.empty(o_count, dtype=np.float32)
+    for img in range(n):
+        for oy in range(oh):
+            y = oy + top
+            for ox in range(ow):
+                x = ox + left
+                for o in range(o_count):
+                    acc[o] = 0.0
+                for ky in range(kh):
+                    dy = y - ky
+                    if dy < 0 or dy % sh != 0 or dy // sh >= h:
+                        continue
+                    iy = dy // sh
+                    for kx in range(kw):
+                        dx = x - kx
+                        if dx < 0 or dx % sw != 0 or dx // sw >= w:
+                            continue
+                        tap = cols[img, iy, dx // sw, ky, kx]
+                        for o in range(o_count):
+                            acc[o] += tap[o]
+                dst = out[img, oy, ox]
+                for o in range(o_count):
+                    v = acc[o] + bias[o]
+                    dst[o] = lo if v < lo else (hi if v > hi else v)  # noqa: FURB136 (NaN passes)
 
 
 @_jit

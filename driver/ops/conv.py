@@ -51,6 +51,7 @@ from nnhal.driver.ops import _qexact, _winograd, kernels, quant, threads
 from nnhal.driver.ops._conv_util import (
     Params,
     Signature,
+    activation_bounds,
     axis_geometry,
     channel_scales,
     check_bias_scale,
@@ -682,12 +683,6 @@ def _grouped_float_kernel(
     return kernel
 
 
-def _activation_bounds(activation: int) -> tuple[np.float32, np.float32]:
-    """The fused activation as clamp bounds (+-inf: none), in float32 like the values."""
-    lo, hi = {1: (0, np.inf), 2: (-1, 1), 3: (0, 6)}.get(activation, (-np.inf, np.inf))
-    return f32(lo), f32(hi)
-
-
 def _jit_bias_clamp(params: Params) -> Callable[..., bool]:
     """(acc [P, O] float32, bias [O]) -> whether the compiled pass added the bias and
     clamped ``acc`` in place (False: numba failed; numpy's two passes run).
@@ -696,7 +691,7 @@ def _jit_bias_clamp(params: Params) -> Callable[..., bool]:
     per inner loop, so on a 4096x64 slab ``acc += bias`` then ``clip`` took 66 us
     against 16 us compiled (the slab in L2; 49 against 14 us at 512x512).
     """
-    lo, hi = _activation_bounds(params.activation)
+    lo, hi = activation_bounds(params.activation)
 
     def run(acc, bias) -> bool:
         module = kernels.jit_module()
@@ -724,7 +719,7 @@ def _jit_winograd(params: Params, w_const: np.ndarray | None, out_dims) -> Calla
     (512 to 512 channels: 8.6 ms); with an unknown output size, at the first execution
     that takes it. A filter given at run time is transformed by each execution.
     """
-    lo, hi = _activation_bounds(params.activation)
+    lo, hi = activation_bounds(params.activation)
     kept: dict[str, np.ndarray | None] = {}
     if w_const is not None and out_dims is not None and all(out_dims):
         _, oh, ow, _ = out_dims
@@ -774,7 +769,7 @@ def _jit_float_depthwise(params: Params) -> Callable[..., bool]:
     sw, sh = params.stride
     dw, dh = params.dilation
     m = params.extra["depth_multiplier"]
-    lo, hi = _activation_bounds(params.activation)
+    lo, hi = activation_bounds(params.activation)
 
     def run(x, wm, bias, out, geo) -> bool:
         module = kernels.jit_module()

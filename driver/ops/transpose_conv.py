@@ -25,11 +25,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from nnhal.driver.ops import quant
+from nnhal.driver.ops import kernels, quant
 from nnhal.driver.ops._conv_util import (
     PADDING_CODES,
     SAME,
     VALID,
+    activation_bounds,
     channel_scales,
     check_bias_scale,
     explicit_padding,
@@ -268,6 +269,19 @@ def _execute(ctx: OpContext) -> Callable[..., np.ndarray]:
                 clamp(acc)
             return acc.astype(out_dtype, copy=False)
 
+        if kernels.jit_wanted():
+            compiled = _jit_float(params, geometry, b_const, wm_const, out_dtype)
+
+            def jit_implicit(x, w, b, shape):
+                y = compiled(x, w, b, shape)
+                if y is None:  # numba failed: numpy's scatter
+                    y = finish(accumulate(x, w, b, shape), b)
+                return from_nhwc(y, nchw)
+
+            if "output_shape" in where:
+                return jit_implicit
+            return lambda x, w, b: jit_implicit(x, w, b, None)
+
     if "output_shape" in where:
 
         def implicit(x, w, b, shape):
@@ -279,6 +293,37 @@ def _execute(ctx: OpContext) -> Callable[..., np.ndarray]:
         return from_nhwc(finish(accumulate(x, w, b, None), b), nchw)
 
     return explicit
+
+
+def _jit_float(params: _Params, geometry, b_const, wm_const, out_dtype):
+    """(x, w, b, output shape or None) -> the float output NHWC from one matmul and
+    the compiled ``transpose_conv_float`` (bias and clamp fused), or None when numba
+    failed (numpy's scatter then runs, as from then on for every kernel)."""
+    nchw, (sw, sh) = params.nchw, params.stride
+    lo, hi = activation_bounds(params.activation)
+
+    def run(x, w, b, shape) -> np.ndarray | None:
+        module = kernels.jit_module()
+        if module is None:
+            return None
+        xn = to_nhwc(x, nchw)
+        key = None if shape is None else tuple(shape.reshape(-1).tolist())
+        top, left, oh, ow = geometry(xn.shape, w.shape, b.shape, key)
+        n, h, wd, c = xn.shape
+        o, kh, kw, _ = w.shape
+        wm = wm_const if wm_const is not None else _matrix(w, f32)
+        xc = np.ascontiguousarray(xn, dtype=f32).reshape(n * h * wd, c)
+        cols = (xc @ wm).reshape(n, h, wd, kh, kw, o)
+        bias = b_const if b_const is not None else np.ascontiguousarray(b, dtype=f32)
+        y = np.empty((n, oh, ow, o), dtype=f32)
+        try:
+            module.transpose_conv_float(cols, sh, sw, top, left, bias, lo, hi, y)
+        except Exception as exc:  # noqa: BLE001 (a compile failure: numpy from now on)
+            kernels.run_failed(exc)
+            return None
+        return y.astype(out_dtype, copy=False)
+
+    return run
 
 
 TRANSPOSE_CONV_2D = register(

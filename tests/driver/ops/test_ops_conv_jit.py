@@ -457,10 +457,76 @@ def test_serve_refuses_profiles_that_disagree_on_kernels(tmp_path):
 
 
 # ---------------------------------------------------------------------------
+# TRANSPOSE_CONV_2D: each output pixel gathers its taps (``transpose_conv_float``)
+# ---------------------------------------------------------------------------
+
+#: (N, H, W, C, O, KH, KW, (left, right, top, bottom), (sw, sh))
+TRANSPOSE_GEOMETRIES = [
+    (1, 7, 9, 8, 5, 3, 3, (0, 1, 0, 1), (2, 2)),  # a decoder's upsampling
+    (2, 5, 4, 3, 16, 4, 4, (1, 1, 1, 1), (2, 2)),  # 4x4 stride 2, a batch
+    (1, 6, 5, 4, 7, 3, 2, (0, 0, 0, 0), (1, 1)),  # unit stride, uncropped
+    (1, 4, 6, 5, 3, 2, 3, (2, 0, 1, 2), (3, 2)),  # a stride above the filter: gaps
+    (1, 3, 3, 2, 4, 3, 3, (0, -2, 0, -1), (2, 2)),  # negative right / bottom padding
+    (1, 1, 1, 6, 9, 5, 5, (1, 2, 2, 1), (1, 1)),  # one input pixel
+]
+
+
+def _transpose_model(geometry, activation, nchw, dtype, filter_input=False):
+    n, h, w, c, o, kh, kw, pads, strides = geometry
+    rng = np.random.default_rng(hash((geometry, activation, nchw)) % 2**32)
+    tt = T.TENSOR_FLOAT32 if dtype == np.float32 else T.TENSOR_FLOAT16
+    shape = [n, c, h, w] if nchw else [n, h, w, c]
+    x = rng.standard_normal(shape).astype(dtype)
+    x.flat[5] = np.nan  # reaches the outputs its taps land on, on both paths
+    wv = rng.standard_normal((o, kh, kw, c)).astype(dtype)
+    b = rng.standard_normal(o).astype(dtype)
+    mb = ModelBuilder()
+    g = mb.main
+    ins = [g.input(tt, shape), g.input(tt, wv.shape) if filter_input else g.constant(tt, wv)]
+    ins += [g.constant(tt, b), *(g.constant(T.INT32, v) for v in (*pads, *strides, activation))]
+    g.operation(Op.TRANSPOSE_CONV_2D, [*ins, g.constant(T.BOOL, nchw)], [g.output(tt, [0] * 4)])
+    return mb.build(), [x, wv] if filter_input else [x]
+
+
+@needs_numba
+@pytest.mark.parametrize("geometry", TRANSPOSE_GEOMETRIES, ids=lambda g: str(g[:7]))
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("nchw", [False, True], ids=["nhwc", "nchw"])
+def test_float_transpose_conv_agrees(geometry, activation, nchw):
+    """The same sums in the same order as numpy's scatter (from zero, taps in filter
+    order, then the bias), so the same values, NaN included."""
+    model, inputs = _transpose_model(geometry, activation, nchw, np.float32)
+    (ref,), (jit,) = _both(model, inputs)
+    assert np.isnan(ref).any()
+    np.testing.assert_array_equal(jit, ref)
+
+
+@needs_numba
+def test_float16_transpose_conv_and_its_filter_given_at_run_time():
+    for dtype, filter_input in ((np.float16, False), (np.float32, True)):
+        model, inputs = _transpose_model(TRANSPOSE_GEOMETRIES[0], 3, False, dtype, filter_input)
+        (ref,), (jit,) = _both(model, inputs)
+        assert jit.dtype == dtype
+        np.testing.assert_array_equal(jit, ref)
+
+
+@needs_numba
+def test_a_failing_transpose_conv_compile_falls_back_to_numpy(monkeypatch, caplog):
+    model, inputs = _transpose_model(TRANSPOSE_GEOMETRIES[1], 1, False, np.float32)
+    ref = _compiled(model, kernels.NUMPY).run(inputs)[0]
+    break_kernels(monkeypatch, "transpose_conv_float")
+    compiled = _compiled(model, kernels.AUTO)
+    with caplog.at_level(logging.WARNING, logger=kernels.__name__):
+        np.testing.assert_array_equal(compiled.run(inputs)[0], ref)
+    assert "simulated compile failure" in caplog.text
+    assert not kernels.jit_wanted()
+
+
+# ---------------------------------------------------------------------------
 # The shared NNAPI vectors of the convolutions, on both paths
 # ---------------------------------------------------------------------------
 
-CONVOLUTIONS = {"CONV_2D", "DEPTHWISE_CONV_2D", "GROUPED_CONV_2D"}
+CONVOLUTIONS = {"CONV_2D", "DEPTHWISE_CONV_2D", "GROUPED_CONV_2D", "TRANSPOSE_CONV_2D"}
 
 
 def _vector_tests():
