@@ -11,7 +11,9 @@ Kernels work in NHWC:
   an im2col matrix ``[N*OH*OW, KH*KW*C]`` multiplied by the filter
   ``[KH*KW*C, O]`` with BLAS, one call per slab of output pixels. A 1x1
   unstrided convolution multiplies slabs of the input itself.
-- GROUPED_CONV_2D: the same with one batched matmul over the groups.
+- GROUPED_CONV_2D: the same with one batched matmul over the groups; with
+  numba, groups of enough channels each go through CONV_2D's compiled paths
+  (``_grouped_float_kernel``).
 - DEPTHWISE_CONV_2D: one einsum over the taps per slab (a channel never
   mixes with another, so there is no matmul); with a unit width stride each
   tap is a contiguous run of OW*C input values per output row, multiplied by

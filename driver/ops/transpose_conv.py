@@ -15,7 +15,10 @@ makes it fit the last stride). The filter is ``[O, KH, KW, C]``.
 The kernel multiplies the whole input ``[N*H*W, C]`` by the filter as one
 ``[C, KH*KW*O]`` matrix (one BLAS matmul), then scatters each filter tap's
 contribution into the strided output positions it reaches: one vectorized
-add per tap (never a loop over pixels), and crops the padding away.
+add per tap (never a loop over pixels), and crops the padding away. With
+numba, a float output is gathered instead (``_jit_conv.transpose_conv_float``:
+each output pixel sums the taps that land on it, adds the bias and clamps, in
+one pass and numpy's order).
 Quantized inputs accumulate exactly (float64 matmul of centered values) and
 requantize per output channel as CONV_2D.
 """
