@@ -263,18 +263,24 @@ def test_a_failing_compile_falls_back_to_numpy(monkeypatch, caplog):
     assert not kernels.jit_wanted()
 
 
+def _vector_failures(operation: str) -> tuple[list, list[str]]:
+    """(the shared vectors using ``operation``, their failures on the compiled path)."""
+    tests = [t for t in _vector_tests() if operation in operations_used(t.model)]
+    failures = []
+    for t in tests:
+        outputs = _compiled(t.model, kernels.AUTO).run(t.inputs)
+        problems, _ = compare_outputs(t, outputs)
+        failures += [f"{t.name}: {p}" for p in problems]
+    return tests, failures
+
+
 @pytest.mark.skipif(not VECTORS.is_dir(), reason=f"shared NNAPI vectors not found at {VECTORS}")
 def test_conv_vectors_pass_with_winograd_on_every_3x3(monkeypatch, winograd_calls):
     """The rule widened to every 3x3 unit-stride, unit-dilation CONV_2D: the shared
     vectors still pass NNAPI's tolerance (those with a 3x3 filter go by Winograd)."""
     for name in ("MIN_CHANNELS", "MIN_FILTERS", "MIN_PRODUCT", "MIN_PIXELS"):
         monkeypatch.setattr(_winograd, name, 1)
-    tests = [t for t in _vector_tests() if "CONV_2D" in operations_used(t.model)]
-    failures = []
-    for t in tests:
-        outputs = _compiled(t.model, kernels.AUTO).run(t.inputs)
-        problems, _ = compare_outputs(t, outputs)
-        failures += [f"{t.name}: {p}" for p in problems]
+    _, failures = _vector_failures("CONV_2D")
     assert not failures, failures[:10]
     assert winograd_calls.count(True) >= 4  # the corpus has few 3x3 unit-stride CONV_2D
 
@@ -495,11 +501,6 @@ def test_grouped_conv_vectors_pass_group_by_group(monkeypatch):
     built = []
     real = conv._grouped_float_kernel
     monkeypatch.setattr(conv, "_grouped_float_kernel", lambda *args: built.append(1) or real(*args))
-    tests = [t for t in _vector_tests() if "GROUPED_CONV_2D" in operations_used(t.model)]
-    failures = []
-    for t in tests:
-        outputs = _compiled(t.model, kernels.AUTO).run(t.inputs)
-        problems, _ = compare_outputs(t, outputs)
-        failures += [f"{t.name}: {p}" for p in problems]
+    tests, failures = _vector_failures("GROUPED_CONV_2D")
     assert not failures, failures[:10]
     assert len(tests) >= 100 and len(built) >= 50
