@@ -526,14 +526,13 @@ def _plain_float_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[
     geometry = _geometry(ctx, kind, params)
     accumulate = _accumulate(kind, params, f32)
     prep = _prepared_weights(kind, params, f32)
-    clamp = float_clamp(params.activation)
     nchw = params.nchw
     w_const, b_const = ctx.constant(1), ctx.constant(2)
     wm_const = None if w_const is None else prep(w_const)
     b_f32 = None if b_const is None else b_const.astype(f32)
     want_jit = kernels.jit_wanted()
     compiled = _jit_float_depthwise(params) if kind is DEPTHWISE and want_jit else None
-    bias_clamp = _jit_bias_clamp(params) if want_jit else None
+    finish = _bias_and_activation(params, want_jit)
     im2col = kind is CONV and want_jit
     winograd = None
     if kind is CONV and want_jit:
@@ -567,26 +566,42 @@ def _plain_float_kernel(ctx: OpContext, kind: Kind, params: Params) -> Callable[
                 np.matmul(a[p0 : p0 + step], wm, out=acc)
                 finish(acc, bias)
             return from_nhwc(out, nchw).astype(out_dtype, copy=False)
-        target = _Target(flat, flat.shape[1], f32)
         if im2col:
-            fill = _jit_im2col(params, xn, f32(0), w.shape, geo)
-            slabs = _conv_slabs(xn, wm, w.shape, params, geo, target, fill)
+            _im2col_conv(params, xn, wm, w.shape, geo, flat, bias, finish)
         else:
-            slabs = accumulate(xn, wm, w.shape, geo, target)
-        # bias and activation on each slab while it is in cache
-        for _, _, acc in slabs:
-            finish(acc, bias)
+            # bias and activation on each slab while it is in cache
+            for _, _, acc in accumulate(xn, wm, w.shape, geo, _Target(flat, flat.shape[1], f32)):
+                finish(acc, bias)
         return from_nhwc(out, nchw).astype(out_dtype, copy=False)
 
+    return kernel
+
+
+def _bias_and_activation(
+    params: Params, want_jit: bool
+) -> Callable[[np.ndarray, np.ndarray], None]:
+    """finish(acc, bias): a float slab's bias and fused activation, in place (with
+    numba: one compiled pass, ``_jit_bias_clamp``)."""
+    bias_clamp = _jit_bias_clamp(params) if want_jit else None
+    clamp = float_clamp(params.activation)
+
     def finish(acc: np.ndarray, bias: np.ndarray) -> None:
-        """The bias and the fused activation of a slab (compiled: one pass)."""
         if bias_clamp is not None and bias_clamp(acc, bias):
             return
         acc += bias
         if clamp is not None:
             clamp(acc)
 
-    return kernel
+    return finish
+
+
+def _im2col_conv(params: Params, x, wm, w_shape, geo, flat: np.ndarray, bias, finish) -> None:
+    """A float CONV_2D of NHWC ``x`` into ``flat`` [N*OH*OW, O] by the compiled im2col
+    slabs, each slab's bias and activation added while it is in cache."""
+    fill = _jit_im2col(params, x, f32(0), w_shape, geo)
+    target = _Target(flat, flat.shape[1], f32)
+    for _, _, acc in _conv_slabs(x, wm, w_shape, params, geo, target, fill):
+        finish(acc, bias)
 
 
 #: the fewest filter channels times filters per group for which a GROUPED_CONV_2D
@@ -636,14 +651,7 @@ def _grouped_float_kernel(
         parts = [w32[g * og : (g + 1) * og] for g in range(groups)]
     winograds = [_jit_winograd(params, part, out_dims) for part in parts]
     mats = [None if part is None else _conv_matrix(part, f32) for part in parts]
-    bias_clamp = _jit_bias_clamp(params)
-    clamp = float_clamp(params.activation)
-
-    def finish(acc: np.ndarray, bias: np.ndarray) -> None:
-        if not bias_clamp(acc, bias):
-            acc += bias
-            if clamp is not None:
-                clamp(acc)
+    finish = _bias_and_activation(params, True)
 
     def kernel(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
         o, _, _, cg = w.shape
@@ -663,9 +671,8 @@ def _grouped_float_kernel(
         xn = np.ascontiguousarray(xn)
         part = None
         for g in range(groups):
-            wg = w[g * og : (g + 1) * og]
-            if wg.dtype != f32:
-                wg = wg.astype(f32)
+            # a constant filter's group was cut (and widened to float32) while preparing
+            wg = parts[g] if parts[g] is not None else w[g * og : (g + 1) * og].astype(f32)
             bg = bias[g * og : (g + 1) * og]
             if winograds[g](xn, wg, bg, out, geo, g * cg, g * og):
                 continue
@@ -674,10 +681,7 @@ def _grouped_float_kernel(
             if part is None:
                 part = out if groups == 1 else np.empty((n, oh, ow, og), dtype=f32)
             wm = mats[g] if mats[g] is not None else _conv_matrix(wg, f32)
-            fill = _jit_im2col(params, xg, f32(0), wg.shape, geo)
-            target = _Target(part.reshape(-1, og), og, f32)
-            for _, _, acc in _conv_slabs(xg, wm, wg.shape, params, geo, target, fill):
-                finish(acc, bg)
+            _im2col_conv(params, xg, wm, wg.shape, geo, part.reshape(-1, og), bg, finish)
             if part is not out:
                 out[..., g * og : (g + 1) * og] = part
         return from_nhwc(out, nchw).astype(out_dtype, copy=False)

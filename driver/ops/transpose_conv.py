@@ -235,17 +235,24 @@ def _execute(ctx: OpContext) -> Callable[..., np.ndarray]:
 
     geometry = last_shape_cache(compute)
 
-    def accumulate(x: np.ndarray, w: np.ndarray, b: np.ndarray, shape) -> np.ndarray:
+    def products(x: np.ndarray, w: np.ndarray, b: np.ndarray, shape):
+        """(cols [N, H, W, KH, KW, O]: each input pixel times the filter, in one matmul;
+        the geometry (top, left, OH, OW))."""
         xn = to_nhwc(x, nchw)
         key = None if shape is None else tuple(shape.reshape(-1).tolist())
-        top, left, oh, ow = geometry(xn.shape, w.shape, b.shape, key)
+        geo = geometry(xn.shape, w.shape, b.shape, key)
         n, h, wd, c = xn.shape
         o, kh, kw, _ = w.shape
-        xc = xn.astype(acc_dtype)
         if quantized:
+            xc = xn.astype(acc_dtype)
             xc -= acc_dtype(inp.zeroPoint)
+        else:
+            xc = np.ascontiguousarray(xn, dtype=acc_dtype)
         wm = wm_const if wm_const is not None else _matrix(w, acc_dtype, w_offset)
-        cols = (xc.reshape(n * h * wd, c) @ wm).reshape(n, h, wd, kh, kw, o)
+        return (xc.reshape(n * h * wd, c) @ wm).reshape(n, h, wd, kh, kw, o), geo
+
+    def accumulate(x: np.ndarray, w: np.ndarray, b: np.ndarray, shape) -> np.ndarray:
+        cols, (top, left, oh, ow) = products(x, w, b, shape)
         return _scatter(cols, stride, top, left, oh, ow)
 
     if quantized:
@@ -273,7 +280,7 @@ def _execute(ctx: OpContext) -> Callable[..., np.ndarray]:
             return acc.astype(out_dtype, copy=False)
 
         if kernels.jit_wanted():
-            compiled = _jit_float(params, geometry, b_const, wm_const, out_dtype)
+            compiled = _jit_float(params, products, b_const, out_dtype)
 
             def jit_implicit(x, w, b, shape):
                 y = compiled(x, w, b, shape)
@@ -298,27 +305,21 @@ def _execute(ctx: OpContext) -> Callable[..., np.ndarray]:
     return explicit
 
 
-def _jit_float(params: _Params, geometry, b_const, wm_const, out_dtype):
-    """(x, w, b, output shape or None) -> the float output NHWC from one matmul and
-    the compiled ``transpose_conv_float`` (bias and clamp fused), or None when numba
-    failed (numpy's scatter then runs, as from then on for every kernel)."""
-    nchw, (sw, sh) = params.nchw, params.stride
+def _jit_float(params: _Params, products, b_const, out_dtype):
+    """(x, w, b, output shape or None) -> the float output NHWC from ``products`` (the
+    one matmul) and the compiled ``transpose_conv_float`` (bias and clamp fused), or
+    None when numba failed (numpy's scatter then runs, as from then on for every
+    kernel)."""
+    sw, sh = params.stride
     lo, hi = activation_bounds(params.activation)
 
     def run(x, w, b, shape) -> np.ndarray | None:
         module = kernels.jit_module()
         if module is None:
             return None
-        xn = to_nhwc(x, nchw)
-        key = None if shape is None else tuple(shape.reshape(-1).tolist())
-        top, left, oh, ow = geometry(xn.shape, w.shape, b.shape, key)
-        n, h, wd, c = xn.shape
-        o, kh, kw, _ = w.shape
-        wm = wm_const if wm_const is not None else _matrix(w, f32)
-        xc = np.ascontiguousarray(xn, dtype=f32).reshape(n * h * wd, c)
-        cols = (xc @ wm).reshape(n, h, wd, kh, kw, o)
+        cols, (top, left, oh, ow) = products(x, w, b, shape)
         bias = b_const if b_const is not None else np.ascontiguousarray(b, dtype=f32)
-        y = np.empty((n, oh, ow, o), dtype=f32)
+        y = np.empty((cols.shape[0], oh, ow, cols.shape[5]), dtype=f32)
         try:
             module.transpose_conv_float(cols, sh, sw, top, left, bias, lo, hi, y)
         except Exception as exc:  # noqa: BLE001 (a compile failure: numpy from now on)
